@@ -1,0 +1,67 @@
+# tau2rl — build, test and run the whole pipeline.
+#   make run    install what is needed, then run producer → embedded Kafka → archiver + trainer, with progress
+#   make test   vet and test everything (pure Go; no GPU needed)
+#   make bench  the benchmarks behind docs/PERFORMANCE.md
+#   make lint   gofmt, go vet, staticcheck
+#   make gpu / gpu-test / gpu-bench   the CUDA backend (needs nvcc and a GPU; see gpu/cuda/gpu.mk)
+
+SHELL         := /bin/bash
+GO            ?= go
+BIN           ?= bin
+TAU2_DATA_DIR ?= $(abspath ../shared/tau2-data)
+QWEN3_TOKENIZER_DIR ?= $(abspath ../shared/qwen3-tokenizer)
+export TAU2_DATA_DIR QWEN3_TOKENIZER_DIR
+
+BINARIES := tau2-producer tau2-archiver tau2-trainer tau2-replay tau2-eval tau2-broker tau2-scripted-llm tau2-run
+TEST_TIMEOUT ?= 40m
+BENCHTIME ?= 1x
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@2026.1
+
+.PHONY: all build run test test-short bench lint deps deps-system deps-npm clean
+
+all: build
+
+build:
+	@mkdir -p $(BIN)
+	@for b in $(BINARIES); do \
+	  if [ -d cmd/$$b ]; then $(GO) build -o $(BIN)/$$b ./cmd/$$b || exit 1; fi; \
+	done
+
+# deps installs what the tests and the demo use besides Go modules: kcat (an
+# independent Kafka client), promtool (validates the monitoring rules) and the
+# npm packages that serve as Hugging Face reference oracles. Idempotent and quick
+# when everything is there; without root it says what is missing and the tests
+# that need it skip with that message.
+deps: deps-system deps-npm
+	@$(GO) mod download
+
+deps-system:
+	@bash deploy/scripts/install-deps.sh
+
+deps-npm:
+	@for d in $$(find . -name package-lock.json -not -path '*/node_modules/*' -exec dirname {} \;); do \
+	  if [ ! -d $$d/node_modules ]; then echo "npm ci in $$d"; (cd $$d && npm ci --no-audit --no-fund --loglevel=error) || exit 1; fi; \
+	done
+
+run: deps build
+	@$(BIN)/tau2-run --bin $(BIN) $(RUN_ARGS)
+
+test: deps
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+test-short:
+	$(GO) test -count=1 -short ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 60m ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+clean:
+	rm -rf $(BIN)
+
+-include gpu/cuda/gpu.mk

@@ -1,0 +1,199 @@
+// Package cli is the process glue shared by every tau2rl binary: argument parsing
+// (--help, --config FILE.yaml and key=value overrides on dotted YAML paths, as
+// AReaL's users type them), structured logging, a signal-aware context, the
+// Prometheus /metrics and /healthz server, and systemd readiness and watchdog
+// notifications. It keeps the mains in cmd/ thin: each one declares its
+// configuration struct with its defaults and hands the work to its package.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// App describes a binary for --help and for its defaults.
+type App struct {
+	// Name is the binary's name, used in messages and as the slog "app" attribute.
+	Name string
+	// Usage is the multi-line help text printed by --help above the option list.
+	Usage string
+	// MetricsAddr is the default listen address of /metrics and /healthz
+	// ("" or "off" disables the server).
+	MetricsAddr string
+}
+
+// Runtime is what a running binary gets from cli.
+type Runtime struct {
+	// Registry is where the binary registers its metrics; it already holds the
+	// Go and process collectors and is served on /metrics.
+	Registry *prometheus.Registry
+	// Log is the process logger.
+	Log *slog.Logger
+	// Ready marks the process ready: /healthz turns 200 and systemd gets
+	// READY=1. Call it once the binary has connected and started its work.
+	Ready func()
+	// MetricsAddr is the address the metrics server actually listens on
+	// (useful when ":0" was asked for), or "" when disabled.
+	MetricsAddr string
+}
+
+// ErrUsage marks a command-line error; Main exits with status 2 for it.
+var ErrUsage = errors.New("usage error")
+
+// Main runs the binary with os.Args[1:]. See MainArgs.
+func Main(app App, cfg any, run func(ctx context.Context, rt *Runtime) error) {
+	MainArgs(app, os.Args[1:], cfg, run)
+}
+
+// MainArgs parses args into cfg, prepares the runtime and calls run. It never
+// returns: it exits 0 on success, 2 on a usage error and 1 on any other error,
+// printing the error to stderr.
+func MainArgs(app App, args []string, cfg any, run func(ctx context.Context, rt *Runtime) error) {
+	err := Execute(context.Background(), app, args, cfg, os.Stdout, run)
+	switch {
+	case err == nil:
+		os.Exit(0)
+	case errors.Is(err, errHelp):
+		os.Exit(0)
+	case errors.Is(err, ErrUsage):
+		fmt.Fprintf(os.Stderr, "%s: %v\nRun '%s --help' for the options.\n", app.Name, err, app.Name)
+		os.Exit(2)
+	default:
+		fmt.Fprintf(os.Stderr, "%s: %v\n", app.Name, err)
+		os.Exit(1)
+	}
+}
+
+var errHelp = errors.New("help shown")
+
+// Execute is MainArgs without the exit: it returns run's error (or a usage
+// error). Tests and multi-command mains use it directly. Help text goes to out.
+func Execute(parent context.Context, app App, args []string, cfg any, out io.Writer, run func(ctx context.Context, rt *Runtime) error) error {
+	opts, err := Parse(args, cfg)
+	if err != nil {
+		return err
+	}
+	if opts.Help {
+		if err := WriteHelp(out, app, cfg); err != nil {
+			return err
+		}
+		return errHelp
+	}
+	if opts.PrintConfig {
+		return WriteConfig(out, cfg)
+	}
+	addr := app.MetricsAddr
+	if opts.MetricsAddr != nil {
+		addr = *opts.MetricsAddr
+	}
+	log, err := NewLogger(os.Stderr, opts.LogLevel, opts.LogFormat)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	log = log.With("app", app.Name)
+	slog.SetDefault(log)
+
+	ctx, stop := signal.NotifyContext(parent, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	var ready atomic.Bool
+	rt := &Runtime{Registry: reg, Log: log}
+	rt.Ready = func() {
+		if ready.CompareAndSwap(false, true) {
+			log.Info("ready")
+			_ = Notify("READY=1")
+		}
+	}
+	if addr != "" && addr != "off" {
+		srv, bound, err := serveMetrics(addr, reg, &ready, ctx)
+		if err != nil {
+			return err
+		}
+		rt.MetricsAddr = bound
+		log.Info("serving metrics", "addr", bound)
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+	stopWatchdog := startWatchdog(ctx)
+	defer stopWatchdog()
+
+	err = run(ctx, rt)
+	_ = Notify("STOPPING=1")
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// A signal asked us to stop and the work ended because of it: a clean shutdown.
+		log.Info("stopped on signal")
+		return nil
+	}
+	return err
+}
+
+// serveMetrics starts the /metrics and /healthz server. /healthz answers 503
+// until the binary calls Ready, 200 while it runs, and 503 again once the
+// process is shutting down, so load balancers and systemd probes see the truth.
+func serveMetrics(addr string, reg *prometheus.Registry, ready *atomic.Bool, ctx context.Context) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("metrics: listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case ctx.Err() != nil:
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		case !ready.Load():
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+		default:
+			_, _ = io.WriteString(w, "ok\n")
+		}
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return srv, ln.Addr().String(), nil
+}
+
+// NewLogger builds the process logger: level debug|info|warn|error, format
+// text (for terminals and journald) or json (for log shippers).
+func NewLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(strings.ToUpper(orDefault(level, "info")))); err != nil {
+		return nil, fmt.Errorf("log_level %q: want debug, info, warn or error", level)
+	}
+	ho := &slog.HandlerOptions{Level: lv}
+	switch orDefault(format, "text") {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, ho)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, ho)), nil
+	default:
+		return nil, fmt.Errorf("log_format %q: want text or json", format)
+	}
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}

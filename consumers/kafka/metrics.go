@@ -1,0 +1,104 @@
+package kafka
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the transport's Prometheus series. One Metrics is shared by
+// every writer and reader of a process; the labels say which topic (and for
+// lag which group and partition). Operation labels ("op") are write, fetch,
+// commit and dead_letter.
+type Metrics struct {
+	// MessagesOut counts messages acknowledged by the brokers, per topic.
+	MessagesOut *prometheus.CounterVec
+	// BytesOut counts key+value bytes acknowledged, per topic.
+	BytesOut *prometheus.CounterVec
+	// MessagesIn counts messages fetched, per topic.
+	MessagesIn *prometheus.CounterVec
+	// BytesIn counts key+value bytes fetched, per topic.
+	BytesIn *prometheus.CounterVec
+	// Errors counts failed operations, per topic and op.
+	Errors *prometheus.CounterVec
+	// DeadLetters counts messages sent to the dead-letter topic, per
+	// origin topic.
+	DeadLetters *prometheus.CounterVec
+	// Lag is the consumer lag in messages (high watermark minus the next
+	// offset to read), per group, topic and partition.
+	Lag *prometheus.GaugeVec
+	// Latency is the duration of a write (one WriteMessages call, i.e. a
+	// batch) or a commit, per topic and op.
+	Latency *prometheus.HistogramVec
+}
+
+// NewMetrics creates the transport metrics and registers them on reg (nil
+// keeps them unregistered, for tests). Registering twice on the same
+// registry reuses the series already there, so several components of one
+// process may each call NewMetrics.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		MessagesOut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tau2_kafka_messages_out_total", Help: "Messages acknowledged by Kafka (acks=all), per topic.",
+		}, []string{"topic"}),
+		BytesOut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tau2_kafka_bytes_out_total", Help: "Key+value bytes acknowledged by Kafka, per topic.",
+		}, []string{"topic"}),
+		MessagesIn: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tau2_kafka_messages_in_total", Help: "Messages fetched from Kafka, per topic.",
+		}, []string{"topic"}),
+		BytesIn: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tau2_kafka_bytes_in_total", Help: "Key+value bytes fetched from Kafka, per topic.",
+		}, []string{"topic"}),
+		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tau2_kafka_errors_total", Help: "Failed Kafka operations, per topic and op (write, fetch, commit, dead_letter).",
+		}, []string{"topic", "op"}),
+		DeadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tau2_kafka_dead_letters_total", Help: "Messages published to the dead-letter topic, per origin topic.",
+		}, []string{"topic"}),
+		Lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tau2_kafka_consumer_lag", Help: "Messages between the high watermark and the next offset to read, per group, topic and partition.",
+		}, []string{"group", "topic", "partition"}),
+		Latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tau2_kafka_op_seconds",
+			Help:    "Duration of a batch write or an offset commit, per topic and op.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"topic", "op"}),
+	}
+	if reg == nil {
+		return m
+	}
+	m.MessagesOut = register(reg, m.MessagesOut)
+	m.BytesOut = register(reg, m.BytesOut)
+	m.MessagesIn = register(reg, m.MessagesIn)
+	m.BytesIn = register(reg, m.BytesIn)
+	m.Errors = register(reg, m.Errors)
+	m.DeadLetters = register(reg, m.DeadLetters)
+	m.Lag = register(reg, m.Lag)
+	m.Latency = register(reg, m.Latency)
+	return m
+}
+
+// register registers c, or returns the identical collector already
+// registered. Any other registration error is a programming error (a name
+// clash with different labels) and panics at start-up, as MustRegister does.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic(err)
+	}
+	return c
+}
+
+// orNop returns m, or unregistered metrics when m is nil, so callers may pass nil.
+func (m *Metrics) orNop() *Metrics {
+	if m != nil {
+		return m
+	}
+	return NewMetrics(nil)
+}

@@ -1,0 +1,153 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+)
+
+// Message is a Kafka message as kafka-go represents it. It is re-exported so
+// that roles need not import kafka-go themselves.
+type Message = kafkago.Message
+
+// Header is a Kafka record header.
+type Header = kafkago.Header
+
+// ErrMessageTooLarge is returned (wrapped, with the sizes) when a message is
+// larger than Config.MaxMessageBytes. The message is not sent.
+var ErrMessageTooLarge = errors.New("kafka: message too large")
+
+// Writer publishes to one topic with the settings this pipeline needs:
+// acks from all in-sync replicas, zstd batches, batch and message sizes for
+// multi-MB trajectories, and the Hash balancer on the key so that every
+// message with one key (a task id) lands in one partition. Write is
+// synchronous and returns every failure; nothing is dropped silently.
+type Writer struct {
+	w        *kafkago.Writer
+	topic    string
+	maxBytes int
+	m        *Metrics
+}
+
+// NewWriter returns a Writer for topic. m may be nil.
+func NewWriter(cfg Config, topic string, m *Metrics) (*Writer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := validTopicName(topic); err != nil {
+		return nil, fmt.Errorf("kafka writer: %w", err)
+	}
+	conn, err := newConnection(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	codec, err := compressionCodec(cfg.Writer.Compression)
+	if err != nil {
+		return nil, fmt.Errorf("kafka writer: %w", err)
+	}
+	w := &kafkago.Writer{
+		Addr:         kafkago.TCP(cfg.Brokers...),
+		Topic:        topic,
+		Balancer:     &kafkago.Hash{},
+		MaxAttempts:  cfg.Writer.MaxAttempts,
+		BatchSize:    cfg.Writer.BatchSize,
+		BatchBytes:   int64(cfg.MaxMessageBytes),
+		BatchTimeout: cfg.Writer.BatchTimeout,
+		WriteTimeout: cfg.Writer.WriteTimeout,
+		ReadTimeout:  cfg.Writer.WriteTimeout,
+		RequiredAcks: kafkago.RequireAll,
+		Async:        false,
+		Compression:  codec,
+		Transport:    conn.transport,
+		// Topics are created by EnsureTopics with the configured partition
+		// count; a broker that auto-creates would use its own default.
+		AllowAutoTopicCreation: false,
+	}
+	return &Writer{w: w, topic: topic, maxBytes: cfg.MaxMessageBytes, m: m.orNop()}, nil
+}
+
+// Topic is the topic this writer publishes to.
+func (w *Writer) Topic() string { return w.topic }
+
+// MessageSize is the size kafka-go counts against the batch limit for msg
+// (key, value, headers and record framing), uncompressed.
+func MessageSize(msg Message) int {
+	n := 8 + 8 + 4 + len(msg.Key) + 4 + len(msg.Value) + 4 // offset, timestamp, key/value lengths, header count
+	for _, h := range msg.Headers {
+		n += 4 + len(h.Key) + 4 + len(h.Value)
+	}
+	return n
+}
+
+// Write publishes msgs and returns once every one is acknowledged by all
+// in-sync replicas, or returns an error saying which failed. The caller
+// keeps ownership of the byte slices but must not modify them until Write
+// returns. A message over the size limit fails the whole call before
+// anything is sent.
+func (w *Writer) Write(ctx context.Context, msgs ...Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	var bytes int
+	for i := range msgs {
+		if msgs[i].Topic != "" && msgs[i].Topic != w.topic {
+			return fmt.Errorf("kafka writer %s: message %d names topic %q", w.topic, i, msgs[i].Topic)
+		}
+		if n := MessageSize(msgs[i]); n > w.maxBytes {
+			w.m.Errors.WithLabelValues(w.topic, "write").Inc()
+			return fmt.Errorf("kafka writer %s: message %d (key %q) is %d bytes, limit %d: %w",
+				w.topic, i, truncateKey(msgs[i].Key), n, w.maxBytes, ErrMessageTooLarge)
+		}
+		bytes += len(msgs[i].Key) + len(msgs[i].Value)
+	}
+	start := time.Now()
+	err := w.w.WriteMessages(ctx, msgs...)
+	w.m.Latency.WithLabelValues(w.topic, "write").Observe(time.Since(start).Seconds())
+	if err != nil {
+		w.m.Errors.WithLabelValues(w.topic, "write").Inc()
+		var werr kafkago.WriteErrors
+		if errors.As(err, &werr) {
+			ok := len(msgs) - werr.Count()
+			w.m.MessagesOut.WithLabelValues(w.topic).Add(float64(ok))
+			return fmt.Errorf("kafka writer %s: %d of %d messages failed: %w", w.topic, werr.Count(), len(msgs), firstError(werr))
+		}
+		var tooLarge kafkago.MessageTooLargeError
+		if errors.As(err, &tooLarge) {
+			return fmt.Errorf("kafka writer %s: %w: %w", w.topic, ErrMessageTooLarge, err)
+		}
+		return fmt.Errorf("kafka writer %s: %w", w.topic, err)
+	}
+	w.m.MessagesOut.WithLabelValues(w.topic).Add(float64(len(msgs)))
+	w.m.BytesOut.WithLabelValues(w.topic).Add(float64(bytes))
+	return nil
+}
+
+// Close flushes and closes the writer.
+func (w *Writer) Close() error {
+	if err := w.w.Close(); err != nil {
+		return fmt.Errorf("kafka writer %s: close: %w", w.topic, err)
+	}
+	return nil
+}
+
+func firstError(werr kafkago.WriteErrors) error {
+	for _, e := range werr {
+		if e != nil {
+			if errors.Is(e, kafkago.MessageSizeTooLarge) {
+				return fmt.Errorf("%w: %w", ErrMessageTooLarge, e)
+			}
+			return e
+		}
+	}
+	return werr
+}
+
+func truncateKey(k []byte) string {
+	if len(k) > 64 {
+		return string(k[:64]) + "…"
+	}
+	return string(k)
+}

@@ -1,0 +1,123 @@
+/*
+ * t2cuda.h: the C ABI between the Go package tau2rl/gpu/cuda and its CUDA kernels.
+ *
+ * Every function returns a t2_status. On failure it names the failing call, the source file and
+ * line, and the CUDA/cuBLAS message; all strings are static, so Go can copy them at leisure and no
+ * thread-local "last error" is needed (a goroutine may move between OS threads between cgo calls).
+ * Launch functions check cudaGetLastError() right after the launch; asynchronous faults surface at
+ * the next t2_sync (the Go side synchronizes once per Forward/Backward/Step).
+ *
+ * Layout conventions (llm.c style, row-major): activations are [N, C] with N tokens; linear weights
+ * are Hugging Face's [out, in]; bf16 = __nv_bfloat16 passed as void* so cgo needs no CUDA headers.
+ *
+ * defines: t2_* in context.cu, matmul.cu, norm.cu, attention.cu, elementwise.cu, logprob.cu, adamw.cu
+ */
+#ifndef T2CUDA_H
+#define T2CUDA_H
+#include <stddef.h>
+#include <stdint.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int code;          /* 0 on success; a cudaError_t or cublasStatus_t value otherwise */
+    const char *call;  /* the failing expression, as written */
+    const char *file;
+    int line;
+    const char *msg;   /* the library's description of code */
+} t2_status;
+
+/* ---- context.cu: device, memory, streams, cuBLAS handle ---- */
+t2_status t2_init(int device, void **ctx);            /* sets the device, creates the cuBLAS handle + workspace */
+t2_status t2_destroy(void *ctx);
+t2_status t2_set_device(int device);
+t2_status t2_malloc(void **p, size_t bytes);
+t2_status t2_free(void *p);
+t2_status t2_memset(void *p, int value, size_t bytes);
+t2_status t2_h2d(void *dst, const void *src, size_t bytes);
+t2_status t2_d2h(void *dst, const void *src, size_t bytes);
+t2_status t2_d2d(void *dst, const void *src, size_t bytes);
+t2_status t2_sync(void);
+t2_status t2_mem_info(size_t *free_bytes, size_t *total_bytes);
+t2_status t2_device_name(int device, char *buf, int len, int *sms);
+t2_status t2_event_time(void *ctx, int record, float *ms); /* record=1: start; record=0: stop and read ms */
+
+/* ---- matmul.cu: bf16 GEMMs with fp32 accumulation (cuBLAS) ---- */
+/* y[n,out] = x[n,in] · w[out,in]^T  (bf16 out) */
+t2_status t2_linear_fwd(void *ctx, void *y, const void *x, const void *w, int n, int in, int out);
+/* dx[n,in] = dy[n,out] · w[out,in]  (bf16 out; beta=0) */
+t2_status t2_linear_bwd_x(void *ctx, void *dx, const void *dy, const void *w, int n, int in, int out);
+/* dw[out,in] (fp32) += dy[n,out]^T · x[n,in] */
+t2_status t2_linear_bwd_w(void *ctx, float *dw, const void *dy, const void *x, int n, int in, int out);
+
+/* ---- norm.cu: RMSNorm (residual-fused) and per-head q/k RMSNorm + rotate-half RoPE ---- */
+/* resid_out = x + delta (bf16; delta may be NULL, then resid_out may be NULL too and x is used);
+ * out = w * bf16(x̂), x̂ = r·rsqrt(mean(r²)+eps) in fp32; rstd[n] saved for the backward pass. */
+t2_status t2_rmsnorm_fwd(void *out, void *resid_out, float *rstd, const void *x, const void *delta,
+                         const void *w, int n, int c, float eps);
+/* dresid[n,c] (fp32) += rmsnorm backward of dout; dw (fp32) += Σ dout·bf16(x̂);
+ * dresid_bf16 (optional) receives a bf16 copy of the updated dresid for the next GEMM. */
+t2_status t2_rmsnorm_bwd(float *dresid, void *dresid_bf16, float *dw, const void *dout, const void *x,
+                         const float *rstd, const void *w, int n, int c);
+/* For each token t and head h of the qkv buffer [n, (nh+2nkv)·d]: q and k heads are RMS-normalized
+ * over d (weights qw, kw [d]) then rotated by RoPE at positions[t] (theta); results go to
+ * qout [n, nh·d] and kout [n, nkv·d]; rstd_q [n·nh], rstd_k [n·nkv] are saved. */
+t2_status t2_qknorm_rope_fwd(void *qout, void *kout, float *rstd_q, float *rstd_k, const void *qkv,
+                             const void *qw, const void *kw, const int32_t *positions, int n, int nh,
+                             int nkv, int d, float eps, float theta);
+/* Backward of t2_qknorm_rope_fwd: dq [n,nh·d], dk [n,nkv·d] (bf16 grads of the rotated outputs) →
+ * the q and k column blocks of dqkv (bf16); dqw, dkw (fp32) accumulate. */
+t2_status t2_qknorm_rope_bwd(void *dqkv, float *dqw, float *dkw, const void *dq, const void *dk,
+                             const void *qkv, const float *rstd_q, const float *rstd_k, const void *qw,
+                             const void *kw, const int32_t *positions, int n, int nh, int nkv, int d,
+                             float theta);
+
+/* ---- attention.cu: flash-style tree attention (mask j ≤ i ≤ subtree_end[j], no N×N matrix) ---- */
+/* q [n, q_stride] (head h at column h·d), k [n, k_stride], v [n, v_stride] (kv head g at g·d);
+ * out [n, nh·d] bf16; lse [nh, n] fp32 (natural log of the softmax denominator of scaled scores).
+ * blockmax [ceil(n/64)]: max subtree_end over each 64-key block (t2_tree_blockmax). */
+t2_status t2_tree_blockmax(int32_t *blockmax, const int32_t *subtree_end, int n);
+t2_status t2_attention_fwd(void *out, float *lse, const void *q, const void *k, const void *v, int q_stride,
+                           int k_stride, int v_stride, const int32_t *subtree_end, const int32_t *blockmax,
+                           int n, int nh, int nkv, int d);
+/* dq [n, nh·d], dk/dv written at dkv + g·d with row stride dkv_stride (bf16, overwritten);
+ * scratch_d [nh, n] fp32 holds rowsum(dout∘out). */
+t2_status t2_attention_bwd(void *dq, void *dk, void *dv, int dkv_stride, float *scratch_d, const void *dout,
+                           const void *out, const float *lse, const void *q, const void *k, const void *v,
+                           int q_stride, int k_stride, int v_stride, const int32_t *subtree_end,
+                           const int32_t *blockmax, int n, int nh, int nkv, int d);
+
+/* ---- elementwise.cu ---- */
+t2_status t2_embedding_fwd(void *out, const int32_t *tokens, const void *table, int n, int c);
+t2_status t2_embedding_bwd(float *dtable, const int32_t *tokens, const float *dout, int n, int c);
+/* gu [n, 2i]: gate columns [0,i), up columns [i,2i); h = bf16(silu(gate)) * up */
+t2_status t2_swiglu_fwd(void *h, const void *gu, int n, int i);
+t2_status t2_swiglu_bwd(void *dgu, const void *dh, const void *gu, int n, int i);
+t2_status t2_f32_to_bf16(void *dst, const float *src, size_t count);
+t2_status t2_bf16_to_f32(float *dst, const void *src, size_t count);
+
+/* ---- logprob.cu: chunked log-softmax gather + entropy over the vocabulary ---- */
+/* For logits rows [r0, r0+rows) (bf16 [rows, v], computed by the caller for those rows): lse[r] and
+ * ent[r] per row; then every node c with parent[c] in [r0, r0+rows) gets
+ * logp[c] = logits[parent[c], tokens[c]] - lse[parent[c]] and entropy[c] = ent[parent[c]]. */
+t2_status t2_logprob_fwd(float *logp, float *entropy, float *row_lse, const void *logits, const int32_t *tokens,
+                         const int32_t *parent, int n, int r0, int rows, int v);
+/* In place: logits rows → dlogits = Σ_children g_c·(onehot(t_c) − softmax) (bf16), where
+ * child_off [n+1] / child_idx list each row's children (CSR) and g = dlogp. */
+t2_status t2_logprob_bwd(void *logits, const float *row_lse, const float *logp, const float *dlogp,
+                         const int32_t *tokens, const int32_t *child_off, const int32_t *child_idx, int r0,
+                         int rows, int v);
+
+/* ---- adamw.cu: global norm, clipping and AdamW on fp32 master weights with bf16 copies ---- */
+/* partial [blocks] must hold T2_NORM_BLOCKS floats; sumsq = Σ g² (fp64 on the host side). */
+#define T2_NORM_BLOCKS 1024
+t2_status t2_sumsq(double *sumsq, float *partial, const float *g, size_t count);
+t2_status t2_adamw(float *master, void *param_bf16, float *grad, float *m, float *v, size_t count, float lr,
+                   float beta1, float beta2, float eps, float weight_decay, float grad_scale, float bc1,
+                   float bc2);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,162 @@
+package safetensors
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Source yields the float32 values of one tensor when the writer needs them, so a checkpoint can
+// be written one tensor at a time (from device memory, say) without a second full copy on the host.
+type Source func(name string) ([]float32, error)
+
+// WriteDir writes tensors (in the given order) into dir as Hugging Face does: one
+// model.safetensors when the total is at most maxShardBytes (or maxShardBytes ≤ 0), else
+// model-0000k-of-0000n.safetensors shards plus model.safetensors.index.json. Each file is written
+// to a temporary name, synced, then renamed, so a reader never sees a half-written file; the
+// directory is synced at the end. It returns the names of the files written.
+func WriteDir(dir string, specs []TensorSpec, metadata map[string]string, maxShardBytes int64, src Source) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("safetensors: %w", err)
+	}
+	var shards [][]TensorSpec
+	var cur []TensorSpec
+	var curBytes, total int64
+	for _, s := range specs {
+		b := s.Bytes()
+		total += b
+		if maxShardBytes > 0 && len(cur) > 0 && curBytes+b > maxShardBytes {
+			shards = append(shards, cur)
+			cur, curBytes = nil, 0
+		}
+		cur = append(cur, s)
+		curBytes += b
+	}
+	shards = append(shards, cur)
+	var written []string
+	if len(shards) == 1 {
+		if err := writeFile(filepath.Join(dir, SingleFile), shards[0], metadata, src); err != nil {
+			return nil, err
+		}
+		// A stale index from an earlier sharded save would shadow the new single file.
+		if err := os.Remove(filepath.Join(dir, IndexFile)); err != nil && !os.IsNotExist(err) {
+			return nil, fmt.Errorf("safetensors: remove stale index: %w", err)
+		}
+		return []string{SingleFile}, syncDir(dir)
+	}
+	idx := Index{Metadata: map[string]any{"total_size": total}, WeightMap: map[string]string{}}
+	for k, sh := range shards {
+		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", k+1, len(shards))
+		if err := writeFile(filepath.Join(dir, name), sh, metadata, src); err != nil {
+			return nil, err
+		}
+		for _, s := range sh {
+			idx.WeightMap[s.Name] = name
+		}
+		written = append(written, name)
+	}
+	ib, err := json.MarshalIndent(idx, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("safetensors: index: %w", err)
+	}
+	if err := WriteFileAtomic(filepath.Join(dir, IndexFile), ib); err != nil {
+		return nil, err
+	}
+	if err := os.Remove(filepath.Join(dir, SingleFile)); err != nil && !os.IsNotExist(err) {
+		return nil, fmt.Errorf("safetensors: remove stale single file: %w", err)
+	}
+	return append(written, IndexFile), syncDir(dir)
+}
+
+func writeFile(path string, specs []TensorSpec, metadata map[string]string, src Source) (err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("safetensors: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	bw := bufio.NewWriterSize(tmp, 1<<20)
+	w, err := NewWriter(bw, specs, metadata)
+	if err != nil {
+		return err
+	}
+	for _, s := range specs {
+		vals, err := src(s.Name)
+		if err != nil {
+			return fmt.Errorf("safetensors: source of %q: %w", s.Name, err)
+		}
+		if int64(len(vals))*int64(s.DType.Size()) != s.Bytes() {
+			return fmt.Errorf("safetensors: source of %q gave %d values for shape %v", s.Name, len(vals), s.Shape)
+		}
+		if err := w.WriteFloat32(s.Name, vals); err != nil {
+			return err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("safetensors: write %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("safetensors: sync %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("safetensors: close %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("safetensors: chmod %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("safetensors: rename %s: %w", path, err)
+	}
+	return nil
+}
+
+// WriteFileAtomic writes data to path through a synced temporary file and a rename.
+func WriteFileAtomic(path string, data []byte) (err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("safetensors: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		return fmt.Errorf("safetensors: write %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("safetensors: sync %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("safetensors: close %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("safetensors: chmod %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("safetensors: rename %s: %w", path, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("safetensors: sync dir: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("safetensors: sync dir %s: %w", dir, err)
+	}
+	return nil
+}
