@@ -193,7 +193,11 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 	}
 	for _, k := range []string{"bos_token_id", "eos_token_id"} {
 		v, ok := raw[k]
-		if !ok || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		if !ok {
+			continue
+		}
+		if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			extra[k] = v // written back as null, not as token 0
 			continue
 		}
 		id, err := firstTokenID(v)

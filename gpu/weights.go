@@ -272,7 +272,7 @@ func SaveCheckpoint(dir string, cfg Config, dtype DType, src func(name string) (
 	}
 	out := cfg
 	out.TorchDtype = string(dtype)
-	cb, err := json.Marshal(out)
+	cb, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
 		return fmt.Errorf("gpu: save checkpoint %s: config: %w", dir, err)
 	}

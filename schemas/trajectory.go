@@ -395,19 +395,21 @@ func (t *Trajectory) AppendCall(in CallInput) (int, error) {
 	if err := checkRuns(runs, len(in.Completion)); err != nil {
 		return -1, fmt.Errorf("schemas: append call %d: %w: %v", idx, ErrInvalid, err)
 	}
-	prompts, err := t.FullPrompts()
-	if err != nil {
-		return -1, fmt.Errorf("schemas: append call %d: %w", idx, err)
-	}
+	// Later calls share the most, and a call can share at most its own sequence length, so scan
+	// backwards and skip calls too short to beat the best match: usually only the previous call's
+	// prompt is reconstructed.
+	lens := t.sequenceLens()
 	bestRef, bestShared := -1, 0
-	// Later calls are more likely to share the most, so scan backwards and keep the first maximum.
-	for j := idx - 1; j >= 0; j-- {
-		n := commonPrefix2(prompts[j], t.Calls[j].CompletionTokens, in.Prompt)
-		if n > bestShared {
-			bestRef, bestShared = j, n
+	for j := idx - 1; j >= 0 && bestShared < len(in.Prompt); j-- {
+		if lens[j] <= bestShared {
+			continue
 		}
-		if bestShared == len(in.Prompt) {
-			break
+		p, err := t.FullPrompt(j)
+		if err != nil {
+			return -1, fmt.Errorf("schemas: append call %d: %w", idx, err)
+		}
+		if n := commonPrefix2(p, t.Calls[j].CompletionTokens, in.Prompt); n > bestShared {
+			bestRef, bestShared = j, n
 		}
 	}
 	call := LLMCall{
@@ -423,7 +425,8 @@ func (t *Trajectory) AppendCall(in CallInput) (int, error) {
 		LatencyMS:        in.LatencyMS,
 	}
 	if in.LossMask != nil {
-		call.LossMask = append([]uint8(nil), in.LossMask...)
+		call.LossMask = make([]uint8, len(in.LossMask)) // non-nil even when empty
+		copy(call.LossMask, in.LossMask)
 	}
 	t.Calls = append(t.Calls, call)
 	return idx, nil

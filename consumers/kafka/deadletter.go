@@ -76,8 +76,10 @@ func BuildDeadLetter(msg Message, cause error, consumer string, now time.Time, m
 	if cause != nil {
 		text = cause.Error()
 	}
-	if len(text) > maxErrorText {
-		text = strings.ToValidUTF8(text[:maxErrorText], "") + "…"
+	// The error text gets at most a quarter of the size limit, so that the
+	// headers always fit and truncating the value is enough.
+	if limit := min(maxErrorText, maxBytes/4); len(text) > limit {
+		text = strings.ToValidUTF8(text[:limit], "") + "…"
 	}
 	headers := make([]Header, 0, len(msg.Headers)+7)
 	for _, h := range msg.Headers {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 
 	kafkago "github.com/segmentio/kafka-go"
@@ -13,8 +14,9 @@ import (
 // consuming: topic creation, partition lists, end offsets and a group's
 // committed offsets. It shares the Config's TLS and SASL.
 type Admin struct {
-	c   *kafkago.Client
-	cfg Config
+	c      *kafkago.Client
+	dialer *kafkago.Dialer
+	cfg    Config
 }
 
 // NewAdmin returns an Admin for the cluster in cfg.
@@ -27,8 +29,9 @@ func NewAdmin(cfg Config) (*Admin, error) {
 		return nil, err
 	}
 	return &Admin{
-		c:   &kafkago.Client{Addr: kafkago.TCP(cfg.Brokers...), Transport: conn.transport, Timeout: cfg.DialTimeout * 3},
-		cfg: cfg,
+		c:      &kafkago.Client{Addr: kafkago.TCP(cfg.Brokers...), Transport: conn.transport, Timeout: cfg.DialTimeout * 3},
+		dialer: conn.dialer,
+		cfg:    cfg,
 	}, nil
 }
 
@@ -81,26 +84,35 @@ func (a *Admin) EnsureTopics(ctx context.Context, topics ...string) error {
 	return errors.Join(errs...)
 }
 
-// Partitions returns the partition ids of topic.
+// Partitions returns the partition ids of topic. It asks a broker directly:
+// kafka-go's Client answers metadata from a cache that misses topics created
+// after it started.
 func (a *Admin) Partitions(ctx context.Context, topic string) ([]int, error) {
-	md, err := a.c.Metadata(ctx, &kafkago.MetadataRequest{Topics: []string{topic}})
-	if err != nil {
-		return nil, fmt.Errorf("kafka: metadata %s: %w", topic, err)
-	}
-	for _, t := range md.Topics {
-		if t.Name != topic {
+	var lastErr error
+	for _, b := range a.cfg.Brokers {
+		conn, err := a.dialer.DialContext(ctx, "tcp", b)
+		if err != nil {
+			lastErr = err
 			continue
 		}
-		if t.Error != nil {
-			return nil, fmt.Errorf("kafka: metadata %s: %w", topic, t.Error)
+		parts, err := conn.ReadPartitions(topic)
+		conn.Close()
+		if err != nil {
+			return nil, fmt.Errorf("kafka: partitions of %s: %w", topic, err)
 		}
-		ids := make([]int, 0, len(t.Partitions))
-		for _, p := range t.Partitions {
-			ids = append(ids, p.ID)
+		ids := make([]int, 0, len(parts))
+		for _, p := range parts {
+			if p.Topic == topic {
+				ids = append(ids, p.ID)
+			}
 		}
+		if len(ids) == 0 {
+			return nil, fmt.Errorf("kafka: partitions of %s: %w", topic, kafkago.UnknownTopicOrPartition)
+		}
+		sort.Ints(ids)
 		return ids, nil
 	}
-	return nil, fmt.Errorf("kafka: metadata %s: %w", topic, kafkago.UnknownTopicOrPartition)
+	return nil, fmt.Errorf("kafka: partitions of %s: no broker reachable: %w", topic, lastErr)
 }
 
 // EndOffsets returns, per partition of topic, the offset the next produced

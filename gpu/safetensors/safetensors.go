@@ -126,6 +126,9 @@ func ParseHeader(b []byte) (*Header, error) {
 		if !ok {
 			return nil, fmt.Errorf("safetensors: header key %v is not a string", tok)
 		}
+		if name == "" {
+			return nil, fmt.Errorf("safetensors: empty tensor name")
+		}
 		if seen[name] {
 			return nil, fmt.Errorf("safetensors: duplicate header key %q", name)
 		}

@@ -319,6 +319,34 @@ func (t *Tokenizer) Encode(text string) []int32 {
 
 // AppendEncode appends the ids of text to dst and returns the extended slice.
 func (t *Tokenizer) AppendEncode(dst []int32, text string) []int32 {
+	t.splitAdded(text, func(seg string, added int32, isAdded bool) {
+		if isAdded {
+			dst = append(dst, added)
+		} else {
+			dst = t.appendSegment(dst, seg)
+		}
+	})
+	return dst
+}
+
+// Normalize returns the text that Encode actually tokenizes and Decode
+// returns: invalid UTF-8 replaced by U+FFFD and NFC applied to each segment
+// between added tokens (so Decode(Encode(s)) == Normalize(s) for every s).
+func (t *Tokenizer) Normalize(text string) string {
+	var sb strings.Builder
+	t.splitAdded(text, func(seg string, _ int32, isAdded bool) {
+		if !isAdded && t.normalizeNFC {
+			seg = norm.NFC.String(seg)
+		}
+		sb.WriteString(seg)
+	})
+	return sb.String()
+}
+
+// splitAdded calls fn for each segment of text in order: plain text segments
+// (never empty) and added tokens, matched leftmost-longest as HF's
+// AddedVocabulary does.
+func (t *Tokenizer) splitAdded(text string, fn func(seg string, id int32, isAdded bool)) {
 	if !utf8.ValidString(text) {
 		text = strings.ToValidUTF8(text, "\uFFFD")
 	}
@@ -331,12 +359,16 @@ func (t *Tokenizer) AppendEncode(dst []int32, text string) []int32 {
 		if n == 0 {
 			continue
 		}
-		dst = t.appendSegment(dst, text[start:i])
-		dst = append(dst, id)
+		if i > start {
+			fn(text[start:i], 0, false)
+		}
+		fn(text[i:i+n], id, true)
 		start = i + n
 		i = start - 1
 	}
-	return t.appendSegment(dst, text[start:])
+	if start < len(text) {
+		fn(text[start:], 0, false)
+	}
 }
 
 // EncodeOrdinary tokenizes text treating added-token strings as plain text

@@ -127,8 +127,8 @@ func (b *Broker) Close() {
 }
 
 // ForConfig starts an embedded broker when cfg.Embedded is set, on the port
-// of cfg.Brokers[0] (or a free one) with cfg.EmbeddedDataDir, and points
-// cfg.Brokers at it. It returns a stop function (a no-op when nothing was
+// of cfg.Brokers[0] (or a free one) with cfg.EmbeddedDataDir, points
+// cfg.Brokers at it and creates the configured topics. It returns a stop function (a no-op when nothing was
 // started). Mains call it right after loading their configuration.
 func ForConfig(ctx context.Context, cfg *tkafka.Config) (stop func(), err error) {
 	if !cfg.Embedded {
@@ -149,15 +149,17 @@ func ForConfig(ctx context.Context, cfg *tkafka.Config) (stop func(), err error)
 		DataDir:         cfg.EmbeddedDataDir,
 		MaxMessageBytes: cfg.MaxMessageBytes,
 		Partitions:      cfg.Partitions,
-		Topics:          cfg.Topics.All(),
 	})
 	if err != nil {
 		return nil, err
 	}
 	cfg.Brokers = []string{b.Addr()}
-	if err := ctx.Err(); err != nil {
+	// Create the pipeline's topics with their settings (the policy
+	// versions topic is compacted) rather than leaving them to automatic
+	// creation.
+	if err := tkafka.EnsureTopics(ctx, *cfg); err != nil {
 		b.Close()
-		return nil, err
+		return nil, fmt.Errorf("embedded broker: %w", err)
 	}
 	return b.Close, nil
 }

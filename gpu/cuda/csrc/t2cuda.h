@@ -75,17 +75,18 @@ t2_status t2_qknorm_rope_bwd(void *dqkv, float *dqw, float *dkw, const void *dq,
 
 /* ---- attention.cu: flash-style tree attention (mask j ≤ i ≤ subtree_end[j], no N×N matrix) ---- */
 /* q [n, q_stride] (head h at column h·d), k [n, k_stride], v [n, v_stride] (kv head g at g·d);
- * out [n, nh·d] bf16; lse [nh, n] fp32 (natural log of the softmax denominator of scaled scores).
- * blockmax [ceil(n/64)]: max subtree_end over each 64-key block (t2_tree_blockmax). */
+ * out [n, nh·d] bf16; lse [nh, n] fp32: base-2 log of the softmax denominator of the scores scaled
+ * by log2(e)/sqrt(d) (what the backward pass needs). blockmax [ceil(n/64)]: max subtree_end over
+ * each 64-key block (t2_tree_blockmax), used to skip key blocks no query of a block can see. */
 t2_status t2_tree_blockmax(int32_t *blockmax, const int32_t *subtree_end, int n);
 t2_status t2_attention_fwd(void *out, float *lse, const void *q, const void *k, const void *v, int q_stride,
                            int k_stride, int v_stride, const int32_t *subtree_end, const int32_t *blockmax,
                            int n, int nh, int nkv, int d);
-/* dq [n, nh·d], dk/dv written at dkv + g·d with row stride dkv_stride (bf16, overwritten);
- * scratch_d [nh, n] fp32 holds rowsum(dout∘out). */
-t2_status t2_attention_bwd(void *dq, void *dk, void *dv, int dkv_stride, float *scratch_d, const void *dout,
-                           const void *out, const float *lse, const void *q, const void *k, const void *v,
-                           int q_stride, int k_stride, int v_stride, const int32_t *subtree_end,
+/* dq [n, nh·d]; dk and dv rows of dk_stride / dv_stride with kv head g at column g·d (bf16,
+ * overwritten); scratch_d [nh, n] fp32 receives rowsum(dout∘out). */
+t2_status t2_attention_bwd(void *dq, void *dk, int dk_stride, void *dv, int dv_stride, float *scratch_d,
+                           const void *dout, const void *out, const float *lse, const void *q, const void *k,
+                           const void *v, int q_stride, int k_stride, int v_stride, const int32_t *subtree_end,
                            const int32_t *blockmax, int n, int nh, int nkv, int d);
 
 /* ---- elementwise.cu ---- */
@@ -94,17 +95,21 @@ t2_status t2_embedding_bwd(float *dtable, const int32_t *tokens, const float *do
 /* gu [n, 2i]: gate columns [0,i), up columns [i,2i); h = bf16(silu(gate)) * up */
 t2_status t2_swiglu_fwd(void *h, const void *gu, int n, int i);
 t2_status t2_swiglu_bwd(void *dgu, const void *dh, const void *gu, int n, int i);
+/* out = bf16(a + b) elementwise (the residual add that closes a layer) */
+t2_status t2_add_bf16(void *out, const void *a, const void *b, size_t count);
 t2_status t2_f32_to_bf16(void *dst, const float *src, size_t count);
 t2_status t2_bf16_to_f32(float *dst, const void *src, size_t count);
 
 /* ---- logprob.cu: chunked log-softmax gather + entropy over the vocabulary ---- */
-/* For logits rows [r0, r0+rows) (bf16 [rows, v], computed by the caller for those rows): lse[r] and
- * ent[r] per row; then every node c with parent[c] in [r0, r0+rows) gets
- * logp[c] = logits[parent[c], tokens[c]] - lse[parent[c]] and entropy[c] = ent[parent[c]]. */
-t2_status t2_logprob_fwd(float *logp, float *entropy, float *row_lse, const void *logits, const int32_t *tokens,
-                         const int32_t *parent, int n, int r0, int rows, int v);
-/* In place: logits rows → dlogits = Σ_children g_c·(onehot(t_c) − softmax) (bf16), where
- * child_off [n+1] / child_idx list each row's children (CSR) and g = dlogp. */
+/* For logits rows [r0, r0+rows) of the micro-batch (bf16 [rows, v], computed by the caller for those
+ * rows): row_lse[r] and row_ent[r] per row (fp32, one pass, online max); then every node c whose
+ * parent[c] lies in [r0, r0+rows) gets logp[c] = logits[parent[c], tokens[c]] − row_lse[parent[c]]
+ * and entropy[c] = row_ent[parent[c]]. Roots are left untouched (the caller zeroes them). */
+t2_status t2_logprob_fwd(float *logp, float *entropy, float *row_lse, float *row_ent, const void *logits,
+                         const int32_t *tokens, const int32_t *parent, int n, int r0, int rows, int v);
+/* In place over the same rows: logits → dlogits = Σ_children g_c·(onehot(t_c) − softmax) (bf16), where
+ * child_off [n+1] / child_idx list each row's children (CSR), g = dlogp, and logp holds the forward
+ * log-probs (so the target probability needs no second read of the overwritten logit). */
 t2_status t2_logprob_bwd(void *logits, const float *row_lse, const float *logp, const float *dlogp,
                          const int32_t *tokens, const int32_t *child_off, const int32_t *child_idx, int r0,
                          int rows, int v);

@@ -91,9 +91,6 @@ var (
 	marshalerType  = reflect.TypeFor[Marshaler]()
 	appenderType   = reflect.TypeFor[pyAppender]()
 	mapLikeType    = reflect.TypeFor[mapLike]()
-	bigIntPtrType  = reflect.TypeFor[*big.Int]()
-	objectPtrType  = reflect.TypeFor[*Object]()
-	anySliceType   = reflect.TypeFor[[]any]()
 	errUnencodable = fmt.Errorf("pyjson: value is not JSON serializable")
 )
 

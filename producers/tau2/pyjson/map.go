@@ -196,3 +196,12 @@ type copyFromer interface{ copyFrom(src any) }
 type pyDecoder interface {
 	decodePy(v any, path []any) error
 }
+
+// RangeDict calls f for every entry of a dict-like value (*Map[V] of any V,
+// *Table[V]) in order. It reports false when v is not dict-like.
+func RangeDict(v any, f func(k string, v any) error) (bool, error) {
+	if m, ok := v.(mapLike); ok {
+		return true, m.pyRange(f)
+	}
+	return false, nil
+}

@@ -3,6 +3,7 @@ package telecom
 import (
 	"slices"
 
+	"tau2rl/producers/tau2/env"
 	"tau2rl/producers/tau2/pyjson"
 )
 
@@ -132,12 +133,16 @@ type Customer struct {
 
 // DB is the agent-side telecom database.
 type DB struct {
-	Plans     []*Plan
-	Customers []*Customer
-	Lines     []*Line
-	Bills     []*Bill
-	Devices   []*Device
+	Plans     []*Plan     `json:"plans"`
+	Customers []*Customer `json:"customers"`
+	Lines     []*Line     `json:"lines"`
+	Bills     []*Bill     `json:"bills"`
+	Devices   []*Device   `json:"devices"`
 }
+
+// Fork implements env.DB: an independent deep copy for one episode (the DB
+// is a few KB, so a full copy is cheaper than copy-on-write bookkeeping).
+func (db *DB) Fork() env.DB { return db.Clone() }
 
 // Clone returns a deep copy; every episode mutates its own copy.
 func (db *DB) Clone() *DB {
@@ -352,4 +357,47 @@ func (db *DB) Dump() *pyjson.Object {
 		"bills", bills,
 		"devices", devices,
 	)
+}
+
+// The record types implement pyjson.Marshaler / pyjson.Unmarshaler with the
+// dumps above and the validators of validate.go, so the framework's hashing,
+// equality and initialization_data merging see exactly τ²'s model_dump().
+
+// MarshalPy implements pyjson.Marshaler.
+func (p Plan) MarshalPy() (any, error) { return p.dump(), nil }
+
+// UnmarshalPy implements pyjson.Unmarshaler.
+func (p *Plan) UnmarshalPy(v any) error { return assign(p, validatePlan, v) }
+
+// MarshalPy implements pyjson.Marshaler.
+func (d Device) MarshalPy() (any, error) { return d.dump(), nil }
+
+// UnmarshalPy implements pyjson.Unmarshaler.
+func (d *Device) UnmarshalPy(v any) error { return assign(d, validateDevice, v) }
+
+// MarshalPy implements pyjson.Marshaler.
+func (l Line) MarshalPy() (any, error) { return l.dump(), nil }
+
+// UnmarshalPy implements pyjson.Unmarshaler.
+func (l *Line) UnmarshalPy(v any) error { return assign(l, validateLine, v) }
+
+// MarshalPy implements pyjson.Marshaler.
+func (b Bill) MarshalPy() (any, error) { return b.dump(), nil }
+
+// UnmarshalPy implements pyjson.Unmarshaler.
+func (b *Bill) UnmarshalPy(v any) error { return assign(b, validateBill, v) }
+
+// MarshalPy implements pyjson.Marshaler.
+func (c Customer) MarshalPy() (any, error) { return c.dump(), nil }
+
+// UnmarshalPy implements pyjson.Unmarshaler.
+func (c *Customer) UnmarshalPy(v any) error { return assign(c, validateCustomer, v) }
+
+func assign[T any](dst *T, validate func(v any, path []any) (*T, error), v any) error {
+	x, err := validate(v, nil)
+	if err != nil {
+		return err
+	}
+	*dst = *x
+	return nil
 }

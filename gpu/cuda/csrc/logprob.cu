@@ -1,0 +1,132 @@
+/*
+ * logprob.cu: log-softmax gather and entropy over the vocabulary for a chunk of rows, and its
+ * backward, without ever holding fp32 logits (the caller computes bf16 logits for a few thousand
+ * rows at a time; 151,936 × 4 bytes per token for the whole micro-batch would not fit).
+ *
+ * Forward, one block per row: one pass with a running max keeps m, Σe^(x−m) and Σe^(x−m)·x, giving
+ * lse = m + log Σ and entropy = lse − E[x]. A second tiny kernel gathers, per child node, the logit of
+ * its token from its parent's row (a branching node's row scores several children).
+ *
+ * Backward, in place: d logp_c / d x = onehot(t_c) − softmax(x), so the row's gradient is
+ * −softmax·G + Σ_c g_c·onehot(t_c) with G = Σ_c g_c over the row's children (llm.c's fused_classifier
+ * idea). Only Backward's dlogp flows; entropy carries no gradient.
+ * defines: t2_logprob_fwd, t2_logprob_bwd
+ */
+#include "common.cuh"
+#include <math.h>
+
+#define LP_THREADS 512
+
+__device__ __forceinline__ void lse_merge(float &m, float &s, float &t, float m2, float s2, float t2) {
+    const float mm = fmaxf(m, m2);
+    if (mm == -INFINITY) return;
+    const float a = __expf(m - mm), b = __expf(m2 - mm);
+    s = s * a + s2 * b;
+    t = t * a + t2 * b;
+    m = mm;
+}
+
+__global__ void logprob_rows_kernel(float *row_lse, float *row_ent, const bf16 *logits, int r0, int v) {
+    __shared__ float sm[32], ss[32], st[32];
+    const int row = blockIdx.x;
+    const bf16 *x = logits + (size_t)row * v;
+    float m = -INFINITY, s = 0.f, t = 0.f;
+    for (int i = threadIdx.x; i < v; i += LP_THREADS) {
+        const float xi = __bfloat162float(x[i]);
+        if (xi > m) {
+            const float a = __expf(m - xi); /* m = -inf → 0 */
+            s = s * a + 1.f;
+            t = t * a + xi;
+            m = xi;
+        } else {
+            const float e = __expf(xi - m);
+            s += e;
+            t += e * xi;
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o),
+                    t2 = __shfl_xor_sync(0xffffffffu, t, o);
+        lse_merge(m, s, t, m2, s2, t2);
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) {
+        sm[warp] = m;
+        ss[warp] = s;
+        st[warp] = t;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        const int nw = LP_THREADS / 32;
+        m = lane < nw ? sm[lane] : -INFINITY;
+        s = lane < nw ? ss[lane] : 0.f;
+        t = lane < nw ? st[lane] : 0.f;
+        for (int o = 16; o > 0; o >>= 1) {
+            const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o),
+                        t2 = __shfl_xor_sync(0xffffffffu, t, o);
+            lse_merge(m, s, t, m2, s2, t2);
+        }
+        if (lane == 0) {
+            const float lse = m + logf(s);
+            row_lse[r0 + row] = lse;
+            row_ent[r0 + row] = lse - t / s;
+        }
+    }
+}
+
+__global__ void logprob_gather_kernel(float *logp, float *entropy, const float *row_lse, const float *row_ent,
+                                      const bf16 *logits, const int32_t *tokens, const int32_t *parent, int n, int r0,
+                                      int rows, int v) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= n) return;
+    const int p = parent[c];
+    if (p < r0 || p >= r0 + rows) return;
+    logp[c] = __bfloat162float(logits[(size_t)(p - r0) * v + tokens[c]]) - row_lse[p];
+    entropy[c] = row_ent[p];
+}
+
+extern "C" t2_status t2_logprob_fwd(float *logp, float *entropy, float *row_lse, float *row_ent, const void *logits,
+                                    const int32_t *tokens, const int32_t *parent, int n, int r0, int rows, int v) {
+    T2_REQUIRE(n > 0 && rows > 0 && v > 0 && r0 >= 0 && r0 + rows <= n, "t2_logprob_fwd(shape)");
+    logprob_rows_kernel<<<rows, LP_THREADS>>>(row_lse, row_ent, (const bf16 *)logits, r0, v);
+    T2_LAUNCHED("logprob_rows_kernel");
+    logprob_gather_kernel<<<ceil_div(n, 256), 256>>>(logp, entropy, row_lse, row_ent, (const bf16 *)logits, tokens,
+                                                     parent, n, r0, rows, v);
+    T2_LAUNCHED("logprob_gather_kernel");
+    return t2_ok();
+}
+
+__global__ void logprob_bwd_kernel(bf16 *logits, const float *row_lse, const float *logp, const float *dlogp,
+                                   const int32_t *tokens, const int32_t *child_off, const int32_t *child_idx, int r0,
+                                   int v) {
+    __shared__ float sred[32];
+    const int row = blockIdx.x, r = r0 + row;
+    const int c0 = child_off[r], c1 = child_off[r + 1];
+    float g = 0.f;
+    for (int k = c0 + threadIdx.x; k < c1; k += LP_THREADS) g += dlogp[child_idx[k]];
+    const float G = block_sum(g, sred);
+    bf16 *x = logits + (size_t)row * v;
+    const float lse = row_lse[r];
+    for (int i = threadIdx.x; i < v; i += LP_THREADS) {
+        const float p = __expf(__bfloat162float(x[i]) - lse);
+        x[i] = __float2bfloat16(-p * G);
+    }
+    __syncthreads();
+    for (int k = c0 + threadIdx.x; k < c1; k += LP_THREADS) {
+        const int c = child_idx[k], tok = tokens[c];
+        float val = -__expf(logp[c]) * G;
+        for (int k2 = c0; k2 < c1; ++k2)
+            if (tokens[child_idx[k2]] == tok) val += dlogp[child_idx[k2]];
+        x[tok] = __float2bfloat16(val); /* children sharing a token write the same value */
+    }
+}
+
+extern "C" t2_status t2_logprob_bwd(void *logits, const float *row_lse, const float *logp, const float *dlogp,
+                                    const int32_t *tokens, const int32_t *child_off, const int32_t *child_idx, int r0,
+                                    int rows, int v) {
+    T2_REQUIRE(rows > 0 && v > 0 && r0 >= 0, "t2_logprob_bwd(shape)");
+    logprob_bwd_kernel<<<rows, LP_THREADS>>>((bf16 *)logits, row_lse, logp, dlogp, tokens, child_off, child_idx, r0,
+                                            v);
+    T2_LAUNCHED("logprob_bwd_kernel");
+    return t2_ok();
+}

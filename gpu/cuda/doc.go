@@ -1,0 +1,25 @@
+// Package cuda is the NVIDIA GPU implementation of gpu.Backend: a Qwen3 dense causal LM trained in
+// bf16 with fp32 master weights, over packed prefix-tree micro-batches, through cgo and CUDA.
+//
+// Everything that touches cgo or CUDA sits behind the `cuda` build tag, so `go build ./...` and
+// `go vet ./...` without the tag compile only this file and options.go (no C toolchain, no CUDA).
+// Build the kernels first (`make gpu`, which runs nvcc over csrc/ into build/libt2cuda.a), then
+// `go test -tags cuda ./gpu/cuda/`. gpu/cpu is the pure-Go reference with the same functions.
+//
+// Layout, llm.c style: csrc/ holds one .cu file per concern behind a C ABI (csrc/t2cuda.h) whose
+// functions return a status naming the failing call and its source line, so every CUDA and cuBLAS
+// error reaches Go as an error, never an exit:
+//
+//	context.cu     device, memory, copies, cuBLAS handle, events
+//	matmul.cu      linear layer GEMMs: bf16 operands, fp32 accumulation, fp32 weight gradients
+//	norm.cu        RMSNorm (+ residual) and per-head q/k RMSNorm + rotate-half RoPE, fwd/bwd
+//	attention.cu   flash-style tree attention (mask j ≤ i ≤ SubtreeEnd[j]), fwd/bwd, tensor cores
+//	elementwise.cu embedding, SwiGLU, residual add, conversions
+//	logprob.cu     chunked log-softmax gather + entropy over the vocabulary, and its backward
+//	adamw.cu       global gradient norm, clipping, AdamW on fp32 masters with bf16 copies
+//
+// The Go side (backend.go, layer.go) owns the parameter layout (one flat buffer per kind: fp32
+// master, bf16 copy, fp32 gradient, AdamW m and v, in gpu.ParamSpecs order so q/k/v and gate/up
+// are contiguous and run as one fused GEMM each), the activations, and the layer loop with
+// optional activation recomputation.
+package cuda

@@ -1,0 +1,120 @@
+// Package data locates and loads a τ² data directory (τ²-bench's data/
+// layout): per-domain tasks (HEAD 1.0 files and the v0.2.1 files under
+// _versions/), splits, policies and the user-simulator guidelines.
+package data
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// EnvVar names the environment variable that points at the data directory
+// (as in τ²-bench and AReaL's τ² example).
+const EnvVar = "TAU2_DATA_DIR"
+
+// ErrNotFound is returned (wrapped) by Dir when no data directory is found.
+var ErrNotFound = errors.New("tau2 data directory not found")
+
+// Dir resolves the τ² data directory: override (a flag) if non-empty, else
+// $TAU2_DATA_DIR, else ../shared/tau2-data next to the module root (found
+// by walking up from the working directory to the directory holding
+// go.mod). The result must contain tau2/domains/.
+func Dir(override string) (string, error) {
+	check := func(d, from string) (string, error) {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			return "", fmt.Errorf("data: %s %q: %w", from, d, err)
+		}
+		if st, err := os.Stat(filepath.Join(abs, "tau2", "domains")); err != nil || !st.IsDir() {
+			return "", fmt.Errorf("data: %s %q has no tau2/domains directory: %w", from, d, ErrNotFound)
+		}
+		return abs, nil
+	}
+	if override != "" {
+		return check(override, "data dir")
+	}
+	if d := os.Getenv(EnvVar); d != "" {
+		return check(d, EnvVar)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("data: %w", err)
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			cand := filepath.Join(filepath.Dir(d), "shared", "tau2-data")
+			if _, err := os.Stat(filepath.Join(cand, "tau2", "domains")); err == nil {
+				return cand, nil
+			}
+		}
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	return "", fmt.Errorf("data: set %s or pass a data dir (looked for ../shared/tau2-data next to the module root from %s): %w", EnvVar, wd, ErrNotFound)
+}
+
+// DomainDirName maps a τ² domain name to its data directory name
+// ("telecom-workflow" shares telecom's files).
+func DomainDirName(domain string) string {
+	if strings.HasPrefix(domain, "telecom") {
+		return "telecom"
+	}
+	return domain
+}
+
+// DomainDir returns <dataDir>/tau2/domains/<domain dir>.
+func DomainDir(dataDir, domain string) string {
+	return filepath.Join(dataDir, "tau2", "domains", DomainDirName(domain))
+}
+
+// Version selects a task-file version.
+type Version string
+
+// Known task-file versions.
+const (
+	// Head is the current (1.0) data: tau2/domains/<domain>/tasks.json.
+	Head Version = ""
+	// V021 is τ²-bench v0.2.1 (commit 0ed2fd8), under
+	// _versions/v0.2.1-*/tau2/domains/<domain>/tasks.json (airline, retail,
+	// mock; telecom's tasks did not change).
+	V021 Version = "v0.2.1"
+)
+
+// ParseVersion accepts "", "head", "1.0", "v0.2.1" and "0.2.1".
+func ParseVersion(s string) (Version, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "head", "1.0", "v1.0":
+		return Head, nil
+	case "v0.2.1", "0.2.1":
+		return V021, nil
+	}
+	return Head, fmt.Errorf("data: unknown task version %q (want head or v0.2.1)", s)
+}
+
+// TasksPath returns the task file of a domain for a version. For V021 it
+// falls back to the HEAD file when the version directory has no file for
+// the domain (telecom).
+func TasksPath(dataDir, domain string, v Version) (string, error) {
+	head := filepath.Join(DomainDir(dataDir, domain), "tasks.json")
+	if v == Head {
+		return head, nil
+	}
+	matches, err := filepath.Glob(filepath.Join(dataDir, "_versions", string(v)+"-*"))
+	if err != nil {
+		return "", fmt.Errorf("data: %w", err)
+	}
+	for _, m := range matches {
+		p := filepath.Join(m, "tau2", "domains", DomainDirName(domain), "tasks.json")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	if len(matches) == 0 {
+		return "", fmt.Errorf("data: no _versions/%s-* directory in %s: %w", v, dataDir, ErrNotFound)
+	}
+	return head, nil
+}

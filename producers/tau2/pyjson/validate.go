@@ -1,0 +1,351 @@
+package pyjson
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"reflect"
+	"strconv"
+	"strings"
+)
+
+// Unmarshaler is implemented by domain types that validate themselves from a
+// generic value (discriminated unions such as airline payment methods).
+// Implementations report problems with *ValidationError where they can.
+type Unmarshaler interface {
+	UnmarshalPy(v any) error
+}
+
+// Defaulter is implemented by model structs with pydantic field defaults;
+// SetDefaults is called on a fresh value before the input fields are applied.
+type Defaulter interface {
+	SetDefaults()
+}
+
+// ValidationError is a pydantic-style validation failure of one field. Its
+// text follows pydantic's ValidationError so tool errors read like τ²'s
+// ("1 validation error for Payment\namount\n  Input should be a valid
+// integer ..."). Only the error flag of a tool message matters for rewards.
+type ValidationError struct {
+	Model string // model name, e.g. "Reservation"; set by Unmarshal/FromValue
+	Loc   []any  // field path: strings and list indexes
+	Msg   string // e.g. "Field required"
+	Type  string // pydantic error type, e.g. "missing"
+	Input any    // offending input (generic value)
+}
+
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	model := e.Model
+	if model == "" {
+		model = "model"
+	}
+	fmt.Fprintf(&b, "1 validation error for %s\n", model)
+	if len(e.Loc) > 0 {
+		for i, l := range e.Loc {
+			if i > 0 {
+				b.WriteByte('.')
+			}
+			fmt.Fprint(&b, l)
+		}
+		b.WriteByte('\n')
+	}
+	fmt.Fprintf(&b, "  %s [type=%s, input_value=%s, input_type=%s]", e.Msg, e.Type, Repr(e.Input), TypeName(e.Input))
+	fmt.Fprintf(&b, "\n    For further information visit https://errors.pydantic.dev/2.12/v/%s", e.Type)
+	return b.String()
+}
+
+// Repr returns Python's repr() of a generic value, as pydantic shows inputs.
+func Repr(v any) string {
+	switch x := v.(type) {
+	case string:
+		return pyStrRepr(x)
+	case []any:
+		parts := make([]string, len(x))
+		for i, el := range x {
+			parts[i] = Repr(el)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	case *Object:
+		var b strings.Builder
+		b.WriteByte('{')
+		i := 0
+		for k, val := range x.All() {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			i++
+			b.WriteString(pyStrRepr(k))
+			b.WriteString(": ")
+			b.WriteString(Repr(val))
+		}
+		b.WriteByte('}')
+		return b.String()
+	}
+	return Str(v)
+}
+
+// pyStrRepr approximates Python's repr(str): single quotes unless the text
+// contains a single quote and no double quote.
+func pyStrRepr(s string) string {
+	q := byte('\'')
+	if strings.IndexByte(s, '\'') >= 0 && strings.IndexByte(s, '"') < 0 {
+		q = '"'
+	}
+	var b strings.Builder
+	b.WriteByte(q)
+	for _, r := range s {
+		switch {
+		case r == rune(q) || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte(q)
+	return b.String()
+}
+
+// Unmarshal parses JSON text and validates it into out (a pointer), like
+// pydantic's Model.model_validate_json.
+func Unmarshal(data []byte, out any) error {
+	v, err := Loads(string(data))
+	if err != nil {
+		return err
+	}
+	return FromValue(v, out)
+}
+
+// FromValue validates a generic value into out (a pointer), like pydantic's
+// Model.model_validate in lax mode:
+//   - struct fields are matched by their `json` tag; missing fields are an
+//     error unless the field is a pointer or tagged `,optional` (an optional
+//     field also accepts null, leaving the zero value or default); unknown
+//     keys are ignored; Defaulter sets defaults first;
+//   - str fields need a str; int fields take ints, integral floats, bools and
+//     integer strings; float fields take ints, floats, bools and numeric
+//     strings; bool fields need a bool; lists need a list;
+//   - Map fields take an object (order kept), any/interface fields take the
+//     value as is; Unmarshaler types validate themselves.
+func FromValue(v any, out any) error {
+	rv := reflect.ValueOf(out)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return fmt.Errorf("pyjson: FromValue needs a non-nil pointer, got %T", out)
+	}
+	err := fromValueRV(v, rv.Elem(), nil)
+	if ve, ok := err.(*ValidationError); ok && ve.Model == "" {
+		ve.Model = modelName(rv.Elem().Type())
+	}
+	return err
+}
+
+func modelName(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.Name()
+}
+
+func fromValue(v any, out any, path []any) error {
+	return fromValueRV(v, reflect.ValueOf(out).Elem(), path)
+}
+
+var (
+	unmarshalerType = reflect.TypeFor[Unmarshaler]()
+	pyDecoderType   = reflect.TypeFor[pyDecoder]()
+	defaulterType   = reflect.TypeFor[Defaulter]()
+)
+
+func fromValueRV(v any, dst reflect.Value, path []any) error {
+	t := dst.Type()
+	pt := reflect.PointerTo(t)
+	if pt.Implements(pyDecoderType) {
+		return dst.Addr().Interface().(pyDecoder).decodePy(v, path)
+	}
+	if pt.Implements(unmarshalerType) {
+		err := dst.Addr().Interface().(Unmarshaler).UnmarshalPy(v)
+		if ve, ok := err.(*ValidationError); ok {
+			ve.Loc = append(append([]any{}, path...), ve.Loc...)
+		}
+		return err
+	}
+	invalid := func(msg, typ string) error {
+		return &ValidationError{Loc: append([]any{}, path...), Msg: msg, Type: typ, Input: v}
+	}
+	switch t.Kind() {
+	case reflect.Interface:
+		if v == nil {
+			dst.SetZero()
+			return nil
+		}
+		rv := reflect.ValueOf(v)
+		if !rv.Type().AssignableTo(t) {
+			return invalid("Input has the wrong type", "is_instance_of")
+		}
+		dst.Set(rv)
+		return nil
+	case reflect.Pointer:
+		if v == nil {
+			dst.SetZero()
+			return nil
+		}
+		p := reflect.New(t.Elem())
+		if err := fromValueRV(v, p.Elem(), path); err != nil {
+			return err
+		}
+		dst.Set(p)
+		return nil
+	case reflect.String:
+		s, ok := v.(string)
+		if !ok {
+			return invalid("Input should be a valid string", "string_type")
+		}
+		dst.SetString(s)
+		return nil
+	case reflect.Bool:
+		b, ok := v.(bool)
+		if !ok {
+			return invalid("Input should be a valid boolean", "bool_type")
+		}
+		dst.SetBool(b)
+		return nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n, err := toInt(v)
+		if err != nil {
+			return invalid(err.msg, err.typ)
+		}
+		if dst.OverflowInt(n) {
+			return invalid("Input should be a valid integer", "int_type")
+		}
+		dst.SetInt(n)
+		return nil
+	case reflect.Float32, reflect.Float64:
+		f, err := toFloat(v)
+		if err != nil {
+			return invalid(err.msg, err.typ)
+		}
+		dst.SetFloat(f)
+		return nil
+	case reflect.Slice:
+		l, ok := v.([]any)
+		if !ok {
+			return invalid("Input should be a valid list", "list_type")
+		}
+		s := reflect.MakeSlice(t, len(l), len(l))
+		for i, el := range l {
+			if err := fromValueRV(el, s.Index(i), append(path, i)); err != nil {
+				return err
+			}
+		}
+		dst.Set(s)
+		return nil
+	case reflect.Struct:
+		o, ok := v.(*Object)
+		if !ok {
+			return invalid("Input should be a valid dictionary or instance of "+t.Name(), "model_type")
+		}
+		fresh := reflect.New(t).Elem()
+		if pt.Implements(defaulterType) {
+			fresh.Addr().Interface().(Defaulter).SetDefaults()
+		}
+		si := structFields(t)
+		for _, f := range si.fields {
+			fv, present := o.Get(f.name)
+			if !present || (fv == nil && f.optional) {
+				if f.optional {
+					continue
+				}
+				return &ValidationError{Loc: append(append([]any{}, path...), f.name), Msg: "Field required", Type: "missing", Input: o}
+			}
+			if err := fromValueRV(fv, fresh.FieldByIndex(f.index), append(path, f.name)); err != nil {
+				return err
+			}
+		}
+		dst.Set(fresh)
+		return nil
+	}
+	return fmt.Errorf("pyjson: cannot validate into %s", t)
+}
+
+type convErr struct{ msg, typ string }
+
+func toInt(v any) (int64, *convErr) {
+	switch x := v.(type) {
+	case int64:
+		return x, nil
+	case int:
+		return int64(x), nil
+	case bool:
+		if x {
+			return 1, nil
+		}
+		return 0, nil
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return 0, &convErr{"Input should be a finite number", "finite_number"}
+		}
+		if x != math.Trunc(x) {
+			return 0, &convErr{"Input should be a valid integer, got a number with a fractional part", "int_from_float"}
+		}
+		if x < -9.223372036854775e18 || x >= 9.223372036854775e18 {
+			return 0, &convErr{"Input should be a valid integer", "int_type"}
+		}
+		return int64(x), nil
+	case *big.Int:
+		return 0, &convErr{"Input should be a valid integer", "int_type"}
+	case string:
+		n, err := strconv.ParseInt(strings.TrimSpace(strings.ReplaceAll(x, "_", "")), 10, 64)
+		if err != nil {
+			return 0, &convErr{"Input should be a valid integer, unable to parse string as an integer", "int_parsing"}
+		}
+		return n, nil
+	}
+	return 0, &convErr{"Input should be a valid integer", "int_type"}
+}
+
+func toFloat(v any) (float64, *convErr) {
+	switch x := v.(type) {
+	case float64:
+		return x, nil
+	case int64:
+		return float64(x), nil
+	case int:
+		return float64(x), nil
+	case bool:
+		if x {
+			return 1, nil
+		}
+		return 0, nil
+	case *big.Int:
+		f, _ := new(big.Float).SetInt(x).Float64()
+		return f, nil
+	case string:
+		f, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
+		if err != nil {
+			return 0, &convErr{"Input should be a valid number, unable to parse string as a number", "float_parsing"}
+		}
+		return f, nil
+	}
+	return 0, &convErr{"Input should be a valid number", "float_type"}
+}
+
+// ToValue converts v (a Go model, Map, slice, scalar or generic value) into
+// a generic value tree (*Object, []any, string, int64, float64, bool, nil) —
+// pydantic's model_dump(). It goes through the encoder, so it accepts
+// exactly what Dumps accepts.
+func ToValue(v any) (any, error) {
+	b, err := Append(nil, v, Options{UTF8: true})
+	if err != nil {
+		return nil, err
+	}
+	return Loads(string(b))
+}
