@@ -121,6 +121,17 @@ func (c Config) Validate() error {
 	if raw, ok := c.Extra["rope_scaling"]; ok && !isNullOrDefaultRope(raw) {
 		return fmt.Errorf("gpu: config rope_scaling %s is not supported (only null/default)", raw)
 	}
+	if raw, ok := c.Extra["layer_types"]; ok {
+		var types []string
+		if err := json.Unmarshal(raw, &types); err != nil {
+			return fmt.Errorf("gpu: config layer_types: %w", err)
+		}
+		for i, t := range types {
+			if t != "full_attention" {
+				return fmt.Errorf("gpu: config layer_types[%d] = %q, only full_attention is supported", i, t)
+			}
+		}
+	}
 	if c.TorchDtype != "" {
 		if _, err := ParseDType(c.TorchDtype); err != nil {
 			return fmt.Errorf("gpu: config torch_dtype: %w", err)

@@ -101,6 +101,12 @@ func TestConfigValidate(t *testing.T) {
 		{"default rope", func(c *Config) {
 			c.Extra = map[string]json.RawMessage{"rope_scaling": json.RawMessage(`{"rope_type":"default"}`)}
 		}, ""},
+		{"sliding layer", func(c *Config) {
+			c.Extra = map[string]json.RawMessage{"layer_types": json.RawMessage(`["full_attention","sliding_attention"]`)}
+		}, "layer_types"},
+		{"full layers", func(c *Config) {
+			c.Extra = map[string]json.RawMessage{"layer_types": json.RawMessage(`["full_attention","full_attention"]`)}
+		}, ""},
 		{"model type", func(c *Config) { c.ModelType = "llama" }, "model_type"},
 		{"dtype", func(c *Config) { c.TorchDtype = "int8" }, "dtype"},
 	} {

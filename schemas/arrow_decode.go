@@ -38,6 +38,9 @@ func DecodeBatch(data []byte) (trajs []*Trajectory, err error) {
 	}
 	// Bound allocations by the payload size: an uncompressed stream never needs more memory than
 	// it carries, and a corrupt length must not be able to allocate gigabytes.
+	if err := preflightIPC(data); err != nil {
+		return nil, fmt.Errorf("schemas: decode: %w: %v", ErrCorrupt, err)
+	}
 	mem := &boundedAllocator{limit: 2*int64(len(data)) + 1<<16}
 	rd, err := ipc.NewReader(bytes.NewReader(data), ipc.WithAllocator(mem))
 	if err != nil {
@@ -110,10 +113,12 @@ type columns struct {
 	where  string
 	byName map[string]arrow.Array
 	n      int
+	// top marks record columns, whose buffers get checkArray'd (recursively) when first used.
+	top bool
 }
 
 func recordColumns(rec arrow.Record) columns {
-	c := columns{where: "batch", byName: make(map[string]arrow.Array, rec.NumCols()), n: int(rec.NumRows())}
+	c := columns{where: "batch", byName: make(map[string]arrow.Array, rec.NumCols()), n: int(rec.NumRows()), top: true}
 	for i, f := range rec.Schema().Fields() {
 		c.byName[f.Name] = rec.Column(i)
 	}
@@ -147,6 +152,11 @@ func (c columns) get(name string, id arrow.Type, required bool) (arrow.Array, er
 	}
 	if a.Len() != c.n {
 		return nil, fmt.Errorf("%w: %s: column %q has %d rows, want %d", ErrCorrupt, c.where, name, a.Len(), c.n)
+	}
+	if c.top {
+		if err := checkArray(a.Data(), 0); err != nil {
+			return nil, fmt.Errorf("%w: column %q: %v", ErrCorrupt, name, err)
+		}
 	}
 	return a, nil
 }

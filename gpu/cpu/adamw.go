@@ -13,8 +13,8 @@ import "math"
 
 // globalNorm is the L2 norm of g, accumulated in float64.
 func globalNorm[T float](g []T) float64 {
-	sums := make([]float64, numParts(len(g), 1<<16))
-	parallelForPart(len(g), 1<<16, func(p, lo, hi int) {
+	sums := make([]float64, numParts(len(g), grainFor(1)))
+	parallelForPart(len(g), grainFor(1), func(p, lo, hi int) {
 		var s float64
 		for _, v := range g[lo:hi] {
 			s += float64(v) * float64(v)
@@ -43,7 +43,7 @@ func adamwUpdate[T float](params, g, m, v []T, gradScale float64, t int, lr, bet
 	bc2 := math.Sqrt(1 - math.Pow(beta2, float64(t)))
 	step := lr / bc1
 	decay := 1 - lr*wd
-	parallelFor(len(params), 1<<14, func(lo, hi int) {
+	parallelFor(len(params), grainFor(4), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			gi := float64(g[i]) * gradScale
 			mi := beta1*float64(m[i]) + (1-beta1)*gi

@@ -47,9 +47,13 @@ func parallelForPart(n, grain int, f func(part, lo, hi int)) {
 	wg.Wait()
 }
 
+// minPartWork is about how many multiply-adds make a goroutine worth starting (tests lower it to
+// force the parallel paths on tiny shapes).
+var minPartWork = 1 << 15
+
 // grainFor is the number of items per goroutine that makes splitting worth its cost, given the
-// multiply-adds one item takes (about 32k multiply-adds per part).
-func grainFor(workPerItem int) int { return max(1, (1<<15)/max(1, workPerItem)) }
+// multiply-adds one item takes.
+func grainFor(workPerItem int) int { return max(1, minPartWork/max(1, workPerItem)) }
 
 // dot is Σ a[i]·b[i] over len(a), unrolled by four (the reference's only hot loop).
 func dot[T float](a, b []T) T {

@@ -307,3 +307,50 @@ func TestBackendErrors(t *testing.T) {
 		t.Error("Forward after Close: no error")
 	}
 }
+
+// TestParallelMatchesSerial forces every operation onto several goroutines (run it with -race)
+// and requires the same log-probs and gradients as one goroutine.
+func TestParallelMatchesSerial(t *testing.T) {
+	cfg := microConfig(false)
+	cfg.NumAttentionHeads, cfg.NumKeyValueHeads = 4, 2 // two kv heads: attention backward splits
+	w, err := gpu.NewRandomWeightsWith(cfg, 21, gpu.InitOptions{Std: 0.3, NormJitter: 0.2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(nw, work int) ([]float32, map[string][]float32) {
+		saveW, saveM := workers, minPartWork
+		workers, minPartWork = nw, work
+		defer func() { workers, minPartWork = saveW, saveM }()
+		b, err := New(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mb := treeBatch()
+		lp, _, err := b.Forward(mb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := make([]float32, mb.Len())
+		for i := range d {
+			d[i] = float32(i%3) - 1
+		}
+		if err := b.Backward(d); err != nil {
+			t.Fatal(err)
+		}
+		return lp, b.Gradients()
+	}
+	lp1, g1 := run(1, 1<<15)
+	lp4, g4 := run(4, 1)
+	for i := range lp1 {
+		if math.Abs(float64(lp1[i]-lp4[i])) > 1e-6 {
+			t.Fatalf("logp[%d]: serial %v, parallel %v", i, lp1[i], lp4[i])
+		}
+	}
+	for name, g := range g1 {
+		for i := range g {
+			if math.Abs(float64(g[i]-g4[name][i])) > 1e-5*(1+math.Abs(float64(g[i]))) {
+				t.Fatalf("%s[%d]: serial %v, parallel %v", name, i, g[i], g4[name][i])
+			}
+		}
+	}
+}

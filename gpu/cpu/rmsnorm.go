@@ -11,7 +11,7 @@ import "math"
 
 // rmsnormForward writes out and the per-row rstd (saved for backward).
 func rmsnormForward[T float](out, rstd, x, w []T, rows, C int, eps float64) {
-	parallelFor(rows, 64, func(lo, hi int) {
+	parallelFor(rows, grainFor(C), func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			xr := x[r*C : (r+1)*C]
 			var ss float64
@@ -31,8 +31,8 @@ func rmsnormForward[T float](out, rstd, x, w []T, rows, C int, eps float64) {
 // rmsnormBackward accumulates dx += ∂/∂x and dw += ∂/∂w of Σ dout·y.
 func rmsnormBackward[T float](dx, dw, dout, x, w, rstd []T, rows, C int) {
 	// dx rows are independent; dw is a sum over rows, reduced per part in float64 then added.
-	parts := make([][]float64, numParts(rows, 64))
-	parallelForPart(rows, 64, func(p, lo, hi int) {
+	parts := make([][]float64, numParts(rows, grainFor(C)))
+	parallelForPart(rows, grainFor(C), func(p, lo, hi int) {
 		acc := make([]float64, C)
 		for r := lo; r < hi; r++ {
 			xr, dr := x[r*C:(r+1)*C], dout[r*C:(r+1)*C]

@@ -41,7 +41,7 @@ func ropeTables[T float](positions []int32, invFreq []float32) (cos, sin []T) {
 // ropeForward rotates x [N, heads, d] into out using the tables of each row's position.
 func ropeForward[T float](out, x, cos, sin []T, N, heads, d int) {
 	h := d / 2
-	parallelFor(N, 64, func(lo, hi int) {
+	parallelFor(N, grainFor(heads*d), func(lo, hi int) {
 		for n := lo; n < hi; n++ {
 			c, s := cos[n*h:(n+1)*h], sin[n*h:(n+1)*h]
 			for hd := range heads {
@@ -60,7 +60,7 @@ func ropeForward[T float](out, x, cos, sin []T, N, heads, d int) {
 // ropeBackward accumulates dx += Rᵀ·dout.
 func ropeBackward[T float](dx, dout, cos, sin []T, N, heads, d int) {
 	h := d / 2
-	parallelFor(N, 64, func(lo, hi int) {
+	parallelFor(N, grainFor(heads*d), func(lo, hi int) {
 		for n := lo; n < hi; n++ {
 			c, s := cos[n*h:(n+1)*h], sin[n*h:(n+1)*h]
 			for hd := range heads {

@@ -9,7 +9,7 @@ func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 
 // swigluForward sets h = silu(g)·u elementwise over n values.
 func swigluForward[T float](h, g, u []T, n int) {
-	parallelFor(n, 1<<14, func(lo, hi int) {
+	parallelFor(n, grainFor(4), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			x := float64(g[i])
 			h[i] = T(x*sigmoid(x)) * u[i]
@@ -19,7 +19,7 @@ func swigluForward[T float](h, g, u []T, n int) {
 
 // swigluBackward accumulates dg and du from dh.
 func swigluBackward[T float](dg, du, dh, g, u []T, n int) {
-	parallelFor(n, 1<<14, func(lo, hi int) {
+	parallelFor(n, grainFor(4), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			x := float64(g[i])
 			s := sigmoid(x)

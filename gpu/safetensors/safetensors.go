@@ -29,23 +29,25 @@ type DType string
 // The element types of the safetensors format. F32, F16 and BF16 convert to and from float32;
 // the others can be read raw.
 const (
-	F64     DType = "F64"
-	F32     DType = "F32"
-	F16     DType = "F16"
-	BF16    DType = "BF16"
-	I64     DType = "I64"
-	I32     DType = "I32"
-	I16     DType = "I16"
-	I8      DType = "I8"
-	U64     DType = "U64"
-	U32     DType = "U32"
-	U16     DType = "U16"
-	U8      DType = "U8"
-	Bool    DType = "BOOL"
-	F8E4M3  DType = "F8_E4M3"
-	F8E5M2  DType = "F8_E5M2"
-	maxHead       = 100 << 20 // the reference implementation's header limit (100 MB)
+	F64    DType = "F64"
+	F32    DType = "F32"
+	F16    DType = "F16"
+	BF16   DType = "BF16"
+	I64    DType = "I64"
+	I32    DType = "I32"
+	I16    DType = "I16"
+	I8     DType = "I8"
+	U64    DType = "U64"
+	U32    DType = "U32"
+	U16    DType = "U16"
+	U8     DType = "U8"
+	Bool   DType = "BOOL"
+	F8E4M3 DType = "F8_E4M3"
+	F8E5M2 DType = "F8_E5M2"
 )
+
+// maxHead is the reference implementation's header size limit (100 MB).
+const maxHead = 100 << 20
 
 // Size is the number of bytes of one element, or 0 for an unknown type.
 func (d DType) Size() int {

@@ -89,7 +89,7 @@ func Render(messages []Message, opts Options) (string, error) {
 
 	lastQuery := lastQueryIndex(messages)
 	for i := range messages {
-		if err := renderMessage(&b, messages, i, i > lastQuery); err != nil {
+		if err := renderMessage(&b, messages, i, i == 0, i > lastQuery); err != nil {
 			return "", err
 		}
 	}
@@ -126,16 +126,18 @@ func splitThinking(m Message) (content, reasoning string) {
 	return content, ""
 }
 
-// renderMessage renders messages[i]; afterLastQuery is loop.index0 >
-// ns.last_query_index (only then is thinking kept).
-func renderMessage(b *strings.Builder, messages []Message, i int, afterLastQuery bool) error {
+// renderMessage renders messages[i]. convFirst says messages[i] opens the
+// conversation (a system message there was rendered with the tools block);
+// afterLastQuery is loop.index0 > ns.last_query_index (only then is thinking
+// kept).
+func renderMessage(b *strings.Builder, messages []Message, i int, convFirst, afterLastQuery bool) error {
 	m := messages[i]
 	last := i == len(messages)-1
 	switch m.Role {
 	case RoleUser:
 		b.WriteString(IMStart + m.Role + "\n" + m.Content + IMEnd + "\n")
 	case RoleSystem:
-		if i > 0 {
+		if !convFirst {
 			b.WriteString(IMStart + m.Role + "\n" + m.Content + IMEnd + "\n")
 		}
 	case RoleAssistant:

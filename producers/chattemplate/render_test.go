@@ -138,6 +138,40 @@ func TestRenderOracleLive(t *testing.T) {
 	t.Logf("%d conversations equal to the Jinja template", len(cases))
 }
 
+// TestRenderPythonOracle compares with Python's Jinja2 set up as
+// transformers sets it up (the implementation SGLang, vLLM and AReaL use), on
+// the golden cases and the live corpus.
+func TestRenderPythonOracle(t *testing.T) {
+	if err := hforacle.PythonAvailable(); err != nil {
+		if os.Getenv("TAU2RL_REQUIRE_ORACLE") != "" {
+			t.Fatal(err)
+		}
+		t.Skipf("Python template oracle unavailable: %v", err)
+	}
+	cases := append(goldenRenderInputs(), randomRenderCases(11, 300)...)
+	for _, domainTools := range tau2Tools(t) {
+		cases = append(cases, renderCase{Name: "tau2 tools", Tools: domainTools, AddGenerationPrompt: true,
+			Messages: []Message{{Role: RoleSystem, Content: "policy"}, {Role: RoleUser, Content: "hello"}}})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var out []oracleOut
+	if err := hforacle.RunPythonTemplate(ctx, filepath.Join(tokenizerDir(t), "tokenizer_config.json"), cases, &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != len(cases) {
+		t.Fatalf("oracle returned %d results for %d cases", len(out), len(cases))
+	}
+	for i, c := range cases {
+		if out[i].Error != "" {
+			t.Errorf("%s: oracle error %s", c.Name, out[i].Error)
+			continue
+		}
+		checkRender(t, c, out[i].Text)
+	}
+	t.Logf("%d conversations equal to Python Jinja2", len(cases))
+}
+
 // tau2Tools reads derived/tool_schemas.json from the shared τ² data: per
 // domain, the agent's tools in τ²'s openai_schema form.
 func tau2Tools(t *testing.T) [][]json.RawMessage {

@@ -21,6 +21,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
@@ -47,6 +48,10 @@ type Config struct {
 	SyncWrites bool `yaml:"sync_writes"`
 	// Topics are created at start (if absent) with Partitions partitions.
 	Topics []string `yaml:"topics"`
+	// MinSessionTimeout lowers the smallest consumer-group session timeout
+	// the broker accepts (kfake's default is 6s), so tests that kill a
+	// consumer see its partitions reassigned quickly. Default 0: kfake's.
+	MinSessionTimeout time.Duration `yaml:"min_session_timeout"`
 }
 
 // DefaultConfig returns the defaults documented on Config.
@@ -91,6 +96,9 @@ func Start(cfg Config) (*Broker, error) {
 			return nil, fmt.Errorf("embedded broker: data dir: %w", err)
 		}
 		opts = append(opts, kfake.DataDir(cfg.DataDir))
+	}
+	if cfg.MinSessionTimeout > 0 {
+		opts = append(opts, kfake.GroupMinSessionTimeout(cfg.MinSessionTimeout))
 	}
 	if cfg.SyncWrites {
 		opts = append(opts, kfake.SyncWrites())

@@ -13,7 +13,8 @@ func DeepCopy[T any](v T) T {
 	rv := reflect.ValueOf(&v).Elem()
 	out := reflect.New(rv.Type()).Elem()
 	deepCopyRV(out, rv)
-	return out.Interface().(T)
+	res, _ := out.Interface().(T) // a nil interface value stays the zero T
+	return res
 }
 
 var (

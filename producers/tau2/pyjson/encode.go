@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"math"
 	"math/big"
 	"reflect"
@@ -62,13 +63,19 @@ func MustDumps(v any) string {
 // Hash returns τ²'s get_dict_hash of v: the hex sha256 of
 // json.dumps(v, sort_keys=True, default=str).
 func Hash(v any) (string, error) {
-	b, err := Append(nil, v, Options{SortKeys: true})
+	h := sha256.New()
+	e := &encoder{opt: Options{SortKeys: true}, sink: h}
+	b, err := e.value(make([]byte, 0, flushSize+4096), reflect.ValueOf(v), 0)
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
+
+// flushSize is the buffered size at which a streaming encoder (Hash) hands
+// its bytes to the sink.
+const flushSize = 64 << 10
 
 // Append appends the encoding of v to dst.
 func Append(dst []byte, v any, opt Options) ([]byte, error) {
@@ -83,6 +90,20 @@ type pyAppender interface {
 
 type encoder struct {
 	opt Options
+	// sink, when set, receives the encoded bytes in order whenever the
+	// buffer passes flushSize (at record boundaries of large tables), so a
+	// 7 MB DB is hashed without materializing its dump.
+	sink io.Writer
+}
+
+// flush hands dst to the sink when it is large; encoders only ever append
+// to dst, so earlier bytes are never needed again.
+func (e *encoder) flush(dst []byte) []byte {
+	if e.sink == nil || len(dst) < flushSize {
+		return dst
+	}
+	e.sink.Write(dst)
+	return dst[:0]
 }
 
 const maxEncodeDepth = 10000
@@ -424,7 +445,7 @@ func appendString(dst []byte, s string, ascii bool) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
-		if c >= 0x20 && c < 0x7f && c != '"' && c != '\\' {
+		if c >= 0x20 && c != '"' && c != '\\' && (c < 0x7f || c == 0x7f && !ascii) {
 			i++
 			continue
 		}

@@ -1,6 +1,9 @@
 package pyjson
 
-import "iter"
+import (
+	"iter"
+	"reflect"
+)
 
 // Map is an insertion-ordered dict with string keys, the Go counterpart of a
 // Python dict. τ²'s tool outputs and first-match searches depend on dict
@@ -169,15 +172,19 @@ func (m *Map[V]) copyFrom(src any) { *m = *(src.(*Map[V])) }
 func (m *Map[V]) decodePy(v any, path []any) error {
 	o, ok := v.(*Object)
 	if !ok {
-		return &ValidationError{Loc: path, Msg: "Input should be a valid dictionary", Type: "dict_type", Input: v}
+		return NewValidationError("", append([]any{}, path...), "Input should be a valid dictionary", "dict_type", v)
 	}
 	*m = Map[V]{keys: make([]string, 0, o.Len()), vals: make(map[string]V, o.Len())}
+	var errs []LineError
 	for _, k := range o.keys {
 		var dst V
-		if err := fromValue(o.vals[k], &dst, append(path, k)); err != nil {
+		if err := fromValueRV(o.vals[k], reflect.ValueOf(&dst).Elem(), append(append([]any{}, path...), k), &errs); err != nil {
 			return err
 		}
 		m.Set(k, dst)
+	}
+	if len(errs) > 0 {
+		return &ValidationError{Errors: errs}
 	}
 	return nil
 }

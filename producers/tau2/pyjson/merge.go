@@ -43,7 +43,7 @@ func MergeInto(ptr any, update *Object) error {
 	for k, uv := range update.All() {
 		i, ok := si.byName[k]
 		if !ok {
-			return &ValidationError{Model: modelName(st.Type()), Loc: []any{k}, Msg: "Extra inputs are not permitted", Type: "extra_forbidden", Input: uv}
+			return NewValidationError(modelName(st.Type()), []any{k}, "Extra inputs are not permitted", "extra_forbidden", uv)
 		}
 		fv := st.FieldByIndex(si.fields[i].index)
 		if err := mergeField(fv, uv, []any{k}); err != nil {
@@ -108,5 +108,12 @@ func mergeField(fv reflect.Value, uv any, path []any) error {
 	if err != nil {
 		return err
 	}
-	return fromValueRV(MergeValue(cur, uv), fv, path)
+	var errs []LineError
+	if err := fromValueRV(MergeValue(cur, uv), fv, path, &errs); err != nil {
+		return err
+	}
+	if len(errs) > 0 {
+		return &ValidationError{Errors: errs}
+	}
+	return nil
 }

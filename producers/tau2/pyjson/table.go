@@ -285,9 +285,10 @@ func (t *Table[V]) appendPy(e *encoder, dst []byte, depth int) ([]byte, error) {
 			if dst, err = e.value(dst, reflect.ValueOf(v), depth+1); err != nil {
 				return dst, err
 			}
-			continue
+		} else {
+			dst = append(dst, enc[k]...)
 		}
-		dst = append(dst, enc[k]...)
+		dst = e.flush(dst)
 	}
 	return append(dst, '}'), nil
 }

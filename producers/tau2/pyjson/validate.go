@@ -22,16 +22,31 @@ type Defaulter interface {
 	SetDefaults()
 }
 
-// ValidationError is a pydantic-style validation failure of one field. Its
-// text follows pydantic's ValidationError so tool errors read like τ²'s
-// ("1 validation error for Payment\namount\n  Input should be a valid
-// integer ..."). Only the error flag of a tool message matters for rewards.
+// ValidationError is a pydantic ValidationError: every problem found while
+// validating one model. Its text follows pydantic's ("1 validation error
+// for Payment\namount\n  Input should be a valid integer ..."), so tool
+// errors read like τ²'s. Only the error flag of a tool message matters for
+// rewards.
 type ValidationError struct {
-	Model string // model name, e.g. "Reservation"; set by Unmarshal/FromValue
+	Model  string // model name, e.g. "Reservation"; set by FromValue
+	Errors []LineError
+}
+
+// LineError is one problem: where, what, and the offending input.
+type LineError struct {
 	Loc   []any  // field path: strings and list indexes
 	Msg   string // e.g. "Field required"
 	Type  string // pydantic error type, e.g. "missing"
 	Input any    // offending input (generic value)
+}
+
+// PydanticVersion is the minor version quoted in error URLs (τ² locks
+// pydantic 2.12.4).
+const PydanticVersion = "2.12"
+
+// NewValidationError returns a ValidationError with one problem.
+func NewValidationError(model string, loc []any, msg, typ string, input any) *ValidationError {
+	return &ValidationError{Model: model, Errors: []LineError{{Loc: loc, Msg: msg, Type: typ, Input: input}}}
 }
 
 func (e *ValidationError) Error() string {
@@ -40,18 +55,26 @@ func (e *ValidationError) Error() string {
 	if model == "" {
 		model = "model"
 	}
-	fmt.Fprintf(&b, "1 validation error for %s\n", model)
-	if len(e.Loc) > 0 {
-		for i, l := range e.Loc {
-			if i > 0 {
-				b.WriteByte('.')
-			}
-			fmt.Fprint(&b, l)
-		}
-		b.WriteByte('\n')
+	n := len(e.Errors)
+	if n == 1 {
+		fmt.Fprintf(&b, "1 validation error for %s", model)
+	} else {
+		fmt.Fprintf(&b, "%d validation errors for %s", n, model)
 	}
-	fmt.Fprintf(&b, "  %s [type=%s, input_value=%s, input_type=%s]", e.Msg, e.Type, Repr(e.Input), TypeName(e.Input))
-	fmt.Fprintf(&b, "\n    For further information visit https://errors.pydantic.dev/2.12/v/%s", e.Type)
+	for _, le := range e.Errors {
+		b.WriteByte('\n')
+		if len(le.Loc) > 0 {
+			for i, l := range le.Loc {
+				if i > 0 {
+					b.WriteByte('.')
+				}
+				fmt.Fprint(&b, l)
+			}
+			b.WriteByte('\n')
+		}
+		fmt.Fprintf(&b, "  %s [type=%s, input_value=%s, input_type=%s]", le.Msg, le.Type, Repr(le.Input), TypeName(le.Input))
+		fmt.Fprintf(&b, "\n    For further information visit https://errors.pydantic.dev/%s/v/%s", PydanticVersion, le.Type)
+	}
 	return b.String()
 }
 
@@ -141,11 +164,14 @@ func FromValue(v any, out any) error {
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return fmt.Errorf("pyjson: FromValue needs a non-nil pointer, got %T", out)
 	}
-	err := fromValueRV(v, rv.Elem(), nil)
-	if ve, ok := err.(*ValidationError); ok && ve.Model == "" {
-		ve.Model = modelName(rv.Elem().Type())
+	var errs []LineError
+	if err := fromValueRV(v, rv.Elem(), nil, &errs); err != nil {
+		return err
 	}
-	return err
+	if len(errs) > 0 {
+		return &ValidationError{Model: modelName(rv.Elem().Type()), Errors: errs}
+	}
+	return nil
 }
 
 func modelName(t reflect.Type) string {
@@ -155,8 +181,17 @@ func modelName(t reflect.Type) string {
 	return t.Name()
 }
 
+// fromValue validates into out (a pointer) and returns a ValidationError
+// (without model name) for the problems found.
 func fromValue(v any, out any, path []any) error {
-	return fromValueRV(v, reflect.ValueOf(out).Elem(), path)
+	var errs []LineError
+	if err := fromValueRV(v, reflect.ValueOf(out).Elem(), path, &errs); err != nil {
+		return err
+	}
+	if len(errs) > 0 {
+		return &ValidationError{Errors: errs}
+	}
+	return nil
 }
 
 var (
@@ -165,21 +200,21 @@ var (
 	defaulterType   = reflect.TypeFor[Defaulter]()
 )
 
-func fromValueRV(v any, dst reflect.Value, path []any) error {
+// fromValueRV validates v into dst, appending validation problems to errs
+// (pydantic reports all of them); the returned error is reserved for
+// programming errors (unsupported destination types).
+func fromValueRV(v any, dst reflect.Value, path []any, errs *[]LineError) error {
 	t := dst.Type()
 	pt := reflect.PointerTo(t)
 	if pt.Implements(pyDecoderType) {
-		return dst.Addr().Interface().(pyDecoder).decodePy(v, path)
+		return collect(dst.Addr().Interface().(pyDecoder).decodePy(v, path), nil, errs)
 	}
 	if pt.Implements(unmarshalerType) {
-		err := dst.Addr().Interface().(Unmarshaler).UnmarshalPy(v)
-		if ve, ok := err.(*ValidationError); ok {
-			ve.Loc = append(append([]any{}, path...), ve.Loc...)
-		}
-		return err
+		return collect(dst.Addr().Interface().(Unmarshaler).UnmarshalPy(v), path, errs)
 	}
 	invalid := func(msg, typ string) error {
-		return &ValidationError{Loc: append([]any{}, path...), Msg: msg, Type: typ, Input: v}
+		*errs = append(*errs, LineError{Loc: append([]any{}, path...), Msg: msg, Type: typ, Input: v})
+		return nil
 	}
 	switch t.Kind() {
 	case reflect.Interface:
@@ -199,10 +234,13 @@ func fromValueRV(v any, dst reflect.Value, path []any) error {
 			return nil
 		}
 		p := reflect.New(t.Elem())
-		if err := fromValueRV(v, p.Elem(), path); err != nil {
+		n := len(*errs)
+		if err := fromValueRV(v, p.Elem(), path, errs); err != nil {
 			return err
 		}
-		dst.Set(p)
+		if len(*errs) == n {
+			dst.Set(p)
+		}
 		return nil
 	case reflect.String:
 		s, ok := v.(string)
@@ -242,7 +280,7 @@ func fromValueRV(v any, dst reflect.Value, path []any) error {
 		}
 		s := reflect.MakeSlice(t, len(l), len(l))
 		for i, el := range l {
-			if err := fromValueRV(el, s.Index(i), append(path, i)); err != nil {
+			if err := fromValueRV(el, s.Index(i), append(path, i), errs); err != nil {
 				return err
 			}
 		}
@@ -264,9 +302,10 @@ func fromValueRV(v any, dst reflect.Value, path []any) error {
 				if f.optional {
 					continue
 				}
-				return &ValidationError{Loc: append(append([]any{}, path...), f.name), Msg: "Field required", Type: "missing", Input: o}
+				*errs = append(*errs, LineError{Loc: append(append([]any{}, path...), f.name), Msg: "Field required", Type: "missing", Input: o})
+				continue
 			}
-			if err := fromValueRV(fv, fresh.FieldByIndex(f.index), append(path, f.name)); err != nil {
+			if err := fromValueRV(fv, fresh.FieldByIndex(f.index), append(path, f.name), errs); err != nil {
 				return err
 			}
 		}
@@ -274,6 +313,23 @@ func fromValueRV(v any, dst reflect.Value, path []any) error {
 		return nil
 	}
 	return fmt.Errorf("pyjson: cannot validate into %s", t)
+}
+
+// collect moves the problems of a nested ValidationError into errs (their
+// locations prefixed with path); other errors are returned.
+func collect(err error, path []any, errs *[]LineError) error {
+	if err == nil {
+		return nil
+	}
+	ve, ok := err.(*ValidationError)
+	if !ok {
+		return err
+	}
+	for _, le := range ve.Errors {
+		le.Loc = append(append([]any{}, path...), le.Loc...)
+		*errs = append(*errs, le)
+	}
+	return nil
 }
 
 type convErr struct{ msg, typ string }

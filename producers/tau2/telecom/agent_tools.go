@@ -13,11 +13,12 @@ import (
 
 const agentClass = "TelecomTools"
 
-// model marks a pydantic model's dump inside a tool result: τ²'s to_json_str
-// leaves model dumps untouched but stringifies bare numbers around them.
-type model struct{ o *pyjson.Object }
+// Tools return live DB records (pointers implementing pyjson.Marshaler), as
+// τ²'s tools return the pydantic objects themselves: the result is
+// serialized after sync_tools ran, so it shows the synced state, exactly as
+// in Python. to_json_str dumps models untouched and stringifies bare numbers.
 
-func (e *Env) customerByID(id any) (*Customer, error) {
+func (e *view) customerByID(id any) (*Customer, error) {
 	if s, ok := id.(string); ok {
 		for _, c := range e.db.Customers {
 			if c.CustomerID == s {
@@ -28,7 +29,7 @@ func (e *Env) customerByID(id any) (*Customer, error) {
 	return nil, fmt.Errorf("Customer with ID %s not found", pyStr(id))
 }
 
-func (e *Env) lineByID(id any) (*Line, error) {
+func (e *view) lineByID(id any) (*Line, error) {
 	if s, ok := id.(string); ok {
 		for _, l := range e.db.Lines {
 			if l.LineID == s {
@@ -39,7 +40,7 @@ func (e *Env) lineByID(id any) (*Line, error) {
 	return nil, fmt.Errorf("Line with ID %s not found", pyStr(id))
 }
 
-func (e *Env) lineByPhone(phone string) (*Line, error) {
+func (e *view) lineByPhone(phone string) (*Line, error) {
 	for _, l := range e.db.Lines {
 		if l.PhoneNumber == phone {
 			return l, nil
@@ -48,7 +49,7 @@ func (e *Env) lineByPhone(phone string) (*Line, error) {
 	return nil, fmt.Errorf("Line with phone number %s not found", phone)
 }
 
-func (e *Env) planByID(id string) (*Plan, error) {
+func (e *view) planByID(id string) (*Plan, error) {
 	for _, p := range e.db.Plans {
 		if p.PlanID == id {
 			return p, nil
@@ -57,7 +58,7 @@ func (e *Env) planByID(id string) (*Plan, error) {
 	return nil, fmt.Errorf("Plan with ID %s not found", id)
 }
 
-func (e *Env) deviceByID(id string) (*Device, error) {
+func (e *view) deviceByID(id string) (*Device, error) {
 	for _, d := range e.db.Devices {
 		if d.DeviceID == id {
 			return d, nil
@@ -66,7 +67,7 @@ func (e *Env) deviceByID(id string) (*Device, error) {
 	return nil, fmt.Errorf("Device with ID %s not found", id)
 }
 
-func (e *Env) billByID(id any) (*Bill, error) {
+func (e *view) billByID(id any) (*Bill, error) {
 	if s, ok := id.(string); ok {
 		for _, b := range e.db.Bills {
 			if b.BillID == s {
@@ -79,7 +80,7 @@ func (e *Env) billByID(id any) (*Bill, error) {
 
 // customerByPhone is get_customer_by_phone: primary number first, then the
 // customer's lines, customer by customer.
-func (e *Env) customerByPhone(phone any) (*Customer, error) {
+func (e *view) customerByPhone(phone any) (*Customer, error) {
 	s, isStr := phone.(string)
 	for _, c := range e.db.Customers {
 		if isStr && c.PhoneNumber == s {
@@ -99,7 +100,7 @@ func (e *Env) customerByPhone(phone any) (*Customer, error) {
 }
 
 // targetLine is _get_target_line.
-func (e *Env) targetLine(customerID, lineID any) (*Line, error) {
+func (e *view) targetLine(customerID, lineID any) (*Line, error) {
 	c, err := e.customerByID(customerID)
 	if err != nil {
 		return nil, err
@@ -110,7 +111,7 @@ func (e *Env) targetLine(customerID, lineID any) (*Line, error) {
 	return e.lineByID(lineID)
 }
 
-func (e *Env) billsAwaitingPayment(c *Customer) ([]*Bill, error) {
+func (e *view) billsAwaitingPayment(c *Customer) ([]*Bill, error) {
 	var out []*Bill
 	for _, id := range c.BillIDs {
 		b, err := e.billByID(id)
@@ -124,23 +125,23 @@ func (e *Env) billsAwaitingPayment(c *Customer) ([]*Bill, error) {
 	return out, nil
 }
 
-func (e *Env) getCustomerByPhone(k kwargs) (any, error) {
+func (e *view) getCustomerByPhone(k kwargs) (any, error) {
 	c, err := e.customerByPhone(k.get("phone_number", nil))
 	if err != nil {
 		return nil, err
 	}
-	return model{c.dump()}, nil
+	return c, nil
 }
 
-func (e *Env) getCustomerByID(k kwargs) (any, error) {
+func (e *view) getCustomerByID(k kwargs) (any, error) {
 	c, err := e.customerByID(k.get("customer_id", nil))
 	if err != nil {
 		return nil, err
 	}
-	return model{c.dump()}, nil
+	return c, nil
 }
 
-func (e *Env) getCustomerByName(k kwargs) (any, error) {
+func (e *view) getCustomerByName(k kwargs) (any, error) {
 	name := k.get("full_name", nil)
 	dob := k.get("dob", nil)
 	out := []any{}
@@ -150,13 +151,13 @@ func (e *Env) getCustomerByName(k kwargs) (any, error) {
 			return nil, attrErr(name, "lower")
 		}
 		if pyLower(c.FullName) == pyLower(s) && dob == any(c.DateOfBirth) {
-			out = append(out, model{c.dump()})
+			out = append(out, c)
 		}
 	}
 	return out, nil
 }
 
-func (e *Env) getDetailsByID(k kwargs) (any, error) {
+func (e *view) getDetailsByID(k kwargs) (any, error) {
 	v := k.get("id", nil)
 	id, ok := v.(string)
 	if !ok {
@@ -171,36 +172,36 @@ func (e *Env) getDetailsByID(k kwargs) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return model{l.dump()}, nil
+		return l, nil
 	case 'D':
 		d, err := e.deviceByID(id)
 		if err != nil {
 			return nil, err
 		}
-		return model{d.dump()}, nil
+		return d, nil
 	case 'B':
 		b, err := e.billByID(id)
 		if err != nil {
 			return nil, err
 		}
-		return model{b.dump()}, nil
+		return b, nil
 	case 'C':
 		c, err := e.customerByID(id)
 		if err != nil {
 			return nil, err
 		}
-		return model{c.dump()}, nil
+		return c, nil
 	case 'P':
 		p, err := e.planByID(id)
 		if err != nil {
 			return nil, err
 		}
-		return model{p.dump()}, nil
+		return p, nil
 	}
 	return nil, fmt.Errorf("Unknown ID format or type: %s", id)
 }
 
-func (e *Env) suspendLine(k kwargs) (any, error) {
+func (e *view) suspendLine(k kwargs) (any, error) {
 	l, err := e.targetLine(k.get("customer_id", nil), k.get("line_id", nil))
 	if err != nil {
 		return nil, err
@@ -213,11 +214,11 @@ func (e *Env) suspendLine(k kwargs) (any, error) {
 	l.SuspensionStartDate = &d
 	return pyjson.NewObject(
 		"message", "Line suspended successfully. $5/month holding fee will apply.",
-		"line", model{l.dump()},
+		"line", l,
 	), nil
 }
 
-func (e *Env) resumeLine(k kwargs) (any, error) {
+func (e *view) resumeLine(k kwargs) (any, error) {
 	l, err := e.targetLine(k.get("customer_id", nil), k.get("line_id", nil))
 	if err != nil {
 		return nil, err
@@ -229,11 +230,11 @@ func (e *Env) resumeLine(k kwargs) (any, error) {
 	l.SuspensionStartDate = nil
 	return pyjson.NewObject(
 		"message", "Line resumed successfully",
-		"line", model{l.dump()},
+		"line", l,
 	), nil
 }
 
-func (e *Env) getBillsForCustomer(k kwargs) (any, error) {
+func (e *view) getBillsForCustomer(k kwargs) (any, error) {
 	c, err := e.customerByID(k.get("customer_id", nil))
 	if err != nil {
 		return nil, err
@@ -262,7 +263,7 @@ func (e *Env) getBillsForCustomer(k kwargs) (any, error) {
 	}
 	out := make([]any, 0, end)
 	for _, b := range bills[:end] {
-		out = append(out, model{b.dump()})
+		out = append(out, b)
 	}
 	return out, nil
 }
@@ -294,7 +295,7 @@ func sliceEnd(limit any, n int) (int, error) {
 	return int(l), nil
 }
 
-func (e *Env) sendPaymentRequest(k kwargs) (any, error) {
+func (e *view) sendPaymentRequest(k kwargs) (any, error) {
 	cid, bid := k.get("customer_id", nil), k.get("bill_id", nil)
 	c, err := e.customerByID(cid)
 	if err != nil {
@@ -318,7 +319,7 @@ func (e *Env) sendPaymentRequest(k kwargs) (any, error) {
 	return "Payment request sent to the customer for bill " + b.BillID, nil
 }
 
-func (e *Env) getDataUsage(k kwargs) (any, error) {
+func (e *view) getDataUsage(k kwargs) (any, error) {
 	lineID := k.get("line_id", nil)
 	l, err := e.targetLine(k.get("customer_id", nil), lineID)
 	if err != nil {
@@ -341,7 +342,7 @@ func (e *Env) getDataUsage(k kwargs) (any, error) {
 	), nil
 }
 
-func (e *Env) enableRoaming(k kwargs) (any, error) {
+func (e *view) enableRoaming(k kwargs) (any, error) {
 	l, err := e.targetLine(k.get("customer_id", nil), k.get("line_id", nil))
 	if err != nil {
 		return nil, err
@@ -353,7 +354,7 @@ func (e *Env) enableRoaming(k kwargs) (any, error) {
 	return "Roaming enabled successfully", nil
 }
 
-func (e *Env) disableRoaming(k kwargs) (any, error) {
+func (e *view) disableRoaming(k kwargs) (any, error) {
 	l, err := e.targetLine(k.get("customer_id", nil), k.get("line_id", nil))
 	if err != nil {
 		return nil, err
@@ -365,11 +366,11 @@ func (e *Env) disableRoaming(k kwargs) (any, error) {
 	return "Roaming disabled successfully", nil
 }
 
-func (e *Env) transferToHumanAgents(kwargs) (any, error) {
+func (e *view) transferToHumanAgents(kwargs) (any, error) {
 	return "Transfer successful", nil
 }
 
-func (e *Env) refuelData(k kwargs) (any, error) {
+func (e *view) refuelData(k kwargs) (any, error) {
 	cid := k.get("customer_id", nil)
 	l, err := e.targetLine(cid, k.get("line_id", nil))
 	if err != nil {
@@ -402,7 +403,7 @@ func (e *Env) refuelData(k kwargs) (any, error) {
 // applyOneTimeCharge is _apply_one_time_charge: the charge goes on the
 // customer's first Draft bill. τ² creates a draft with a random id when none
 // exists; here the id is derived deterministically (see newDraftBillID).
-func (e *Env) applyOneTimeCharge(customerID any, amount float64, desc string) error {
+func (e *view) applyOneTimeCharge(customerID any, amount float64, desc string) error {
 	c, err := e.customerByID(customerID)
 	if err != nil {
 		return err
@@ -450,7 +451,7 @@ func (e *Env) applyOneTimeCharge(customerID any, amount float64, desc string) er
 // newDraftBillID replaces τ²'s f"B{uuid4().hex[:8]}" with a deterministic
 // id of the same shape, so replays of one transcript agree. No shipped task
 // reaches this branch (customer C1001 always has draft bill B1003).
-func (e *Env) newDraftBillID() string {
+func (e *view) newDraftBillID() string {
 	for n := len(e.db.Bills); ; n++ {
 		id := fmt.Sprintf("B%08x", uint32(0x7e1ec000+n))
 		if _, err := e.billByID(id); err != nil {
@@ -461,7 +462,7 @@ func (e *Env) newDraftBillID() string {
 
 // ---- environment functions (not tools) ----
 
-func (e *Env) getAvailablePlanIDs(kwargs) (any, error) {
+func (e *view) getAvailablePlanIDs(kwargs) (any, error) {
 	out := make([]any, len(e.db.Plans))
 	for i, p := range e.db.Plans {
 		out[i] = p.PlanID
@@ -469,7 +470,7 @@ func (e *Env) getAvailablePlanIDs(kwargs) (any, error) {
 	return out, nil
 }
 
-func (e *Env) setDataUsage(k kwargs) (any, error) {
+func (e *view) setDataUsage(k kwargs) (any, error) {
 	lineID := k.get("line_id", nil)
 	l, err := e.targetLine(k.get("customer_id", nil), lineID)
 	if err != nil {
@@ -484,7 +485,7 @@ func (e *Env) setDataUsage(k kwargs) (any, error) {
 	return fmt.Sprintf("Data usage set to %s GB for line %s", pyStr(v), pyStr(lineID)), nil
 }
 
-func (e *Env) suspendLineForOverdueBill(k kwargs) (any, error) {
+func (e *view) suspendLineForOverdueBill(k kwargs) (any, error) {
 	cid, lineID := k.get("customer_id", nil), k.get("line_id", nil)
 	newBill := k.get("new_bill_id", nil)
 	contractEnded := k.get("contract_ended", nil)
@@ -518,7 +519,7 @@ func (e *Env) suspendLineForOverdueBill(k kwargs) (any, error) {
 	}
 	billID, ok := newBill.(string)
 	if !ok {
-		return nil, &pyjson.ValidationError{Model: "Bill", Loc: []any{"bill_id"}, Msg: "Input should be a valid string", Type: "string_type", Input: newBill}
+		return nil, pyjson.NewValidationError("Bill", []any{"bill_id"}, "Input should be a valid string", "string_type", newBill)
 	}
 	lastOfPrev := today.WithDay(1).AddDays(-1)
 	firstOfPrev := lastOfPrev.WithDay(1)
@@ -545,7 +546,7 @@ func (e *Env) suspendLineForOverdueBill(k kwargs) (any, error) {
 	return fmt.Sprintf("Line %s suspended for unpaid bill %s. Contract ended: %s", pyStr(lineID), billID, pyStr(contractEnded)), nil
 }
 
-func (e *Env) assertDataRefuelingAmount(k kwargs) (any, error) {
+func (e *view) assertDataRefuelingAmount(k kwargs) (any, error) {
 	l, err := e.targetLine(k.get("customer_id", nil), k.get("line_id", nil))
 	if err != nil {
 		return nil, err
@@ -557,7 +558,7 @@ func (e *Env) assertDataRefuelingAmount(k kwargs) (any, error) {
 	return math.Abs(l.DataRefuelingGB-n.f) < 1e-6, nil
 }
 
-func (e *Env) assertLineStatus(k kwargs) (any, error) {
+func (e *view) assertLineStatus(k kwargs) (any, error) {
 	l, err := e.targetLine(k.get("customer_id", nil), k.get("line_id", nil))
 	if err != nil {
 		return nil, err
@@ -566,7 +567,7 @@ func (e *Env) assertLineStatus(k kwargs) (any, error) {
 	return ok && s == string(l.Status), nil
 }
 
-func (e *Env) assertOverdueBillExists(k kwargs) (any, error) {
+func (e *view) assertOverdueBillExists(k kwargs) (any, error) {
 	cid, bid := k.get("customer_id", nil), k.get("overdue_bill_id", nil)
 	c, err := e.customerByID(cid)
 	if err != nil {
@@ -585,7 +586,7 @@ func (e *Env) assertOverdueBillExists(k kwargs) (any, error) {
 	return true, nil
 }
 
-func (e *Env) assertNoOverdueBill(k kwargs) (any, error) {
+func (e *view) assertNoOverdueBill(k kwargs) (any, error) {
 	b, err := e.billByID(k.get("overdue_bill_id", nil))
 	if err != nil {
 		return true, nil

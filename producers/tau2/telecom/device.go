@@ -8,21 +8,21 @@ import (
 )
 
 // The phone simulation (τ²'s TelecomUserTools internals). Methods are on
-// *Env because a few of them read agent-side state through the user's
+// *view because a few of them read agent-side state through the user's
 // surroundings, which Sync keeps up to date.
 
-func (e *Env) dev() *PhoneDevice  { return &e.user.Device }
-func (e *Env) sur() *Surroundings { return &e.user.Surroundings }
+func (e *view) dev() *PhoneDevice  { return &e.user.Device }
+func (e *view) sur() *Surroundings { return &e.user.Surroundings }
 
 // simSatus is _check_sim_status: a missing SIM overrides the card status.
-func (e *Env) simStatus() string {
+func (e *view) simStatus() string {
 	if e.dev().SimCardMissing {
 		return SimMissing
 	}
 	return e.dev().SimCardStatus
 }
 
-func (e *Env) signalFor(tech string) string {
+func (e *view) signalFor(tech string) string {
 	if s, ok := e.sur().SignalStrength.Get(tech); ok {
 		return s
 	}
@@ -32,7 +32,7 @@ func (e *Env) signalFor(tech string) string {
 // simulateNetworkSearch re-derives connection status, technology and signal
 // from the SIM, the mode preference, airplane mode, the APN and the line.
 // τ² runs it only when a user action triggers a search, never from Sync.
-func (e *Env) simulateNetworkSearch() {
+func (e *view) simulateNetworkSearch() {
 	d := e.dev()
 	noService := func() {
 		d.NetworkConnectionStatus = StatusNoService
@@ -70,7 +70,7 @@ func (e *Env) simulateNetworkSearch() {
 }
 
 // statusBar is _check_status_bar.
-func (e *Env) statusBar() string {
+func (e *view) statusBar() string {
 	d := e.dev()
 	var ind []string
 	if d.AirplaneMode {
@@ -114,12 +114,12 @@ func (e *Env) statusBar() string {
 	return strings.Join(ind, " | ")
 }
 
-func (e *Env) withStatusBar(msg string) string {
+func (e *view) withStatusBar(msg string) string {
 	return msg + "\nStatus Bar: " + e.statusBar()
 }
 
 // mobileDataWorking is _get_mobile_data_working.
-func (e *Env) mobileDataWorking() bool {
+func (e *view) mobileDataWorking() bool {
 	d, s := e.dev(), e.sur()
 	if d.AirplaneMode || d.NetworkSignalStrength == SignalNone {
 		return false
@@ -137,7 +137,7 @@ func (e *Env) mobileDataWorking() bool {
 }
 
 // speedTest is _run_speed_test; ok is false for "No Connection".
-func (e *Env) speedTest() (speed float64, desc string, ok bool) {
+func (e *view) speedTest() (speed float64, desc string, ok bool) {
 	if !e.mobileDataWorking() {
 		return 0, "No Connection", false
 	}
@@ -190,7 +190,7 @@ func (e *Env) speedTest() (speed float64, desc string, ok bool) {
 }
 
 // canSendMMS is _can_send_mms.
-func (e *Env) canSendMMS() bool {
+func (e *view) canSendMMS() bool {
 	d := e.dev()
 	if !e.mobileDataWorking() {
 		return false
@@ -212,7 +212,7 @@ func (e *Env) canSendMMS() bool {
 }
 
 // toggleAirplaneMode is _toggle_airplane_mode; it returns the new state.
-func (e *Env) toggleAirplaneMode() bool {
+func (e *view) toggleAirplaneMode() bool {
 	d := e.dev()
 	wasOn := d.AirplaneMode
 	d.AirplaneMode = !wasOn
@@ -235,28 +235,28 @@ func (e *Env) toggleAirplaneMode() bool {
 	return d.AirplaneMode
 }
 
-func (e *Env) toggleData() bool {
+func (e *view) toggleData() bool {
 	d := e.dev()
 	d.DataEnabled = !d.DataEnabled
 	e.simulateNetworkSearch()
 	return d.DataEnabled
 }
 
-func (e *Env) toggleRoaming() bool {
+func (e *view) toggleRoaming() bool {
 	d := e.dev()
 	d.RoamingEnabled = !d.RoamingEnabled
 	e.simulateNetworkSearch()
 	return d.RoamingEnabled
 }
 
-func (e *Env) toggleDataSaver() bool {
+func (e *view) toggleDataSaver() bool {
 	d := e.dev()
 	d.DataSaverMode = !d.DataSaverMode
 	return d.DataSaverMode
 }
 
 // toggleWifi is _toggle_wifi; ok is false while airplane mode is on.
-func (e *Env) toggleWifi() (state, ok bool) {
+func (e *view) toggleWifi() (state, ok bool) {
 	d := e.dev()
 	if d.AirplaneMode {
 		return false, false
@@ -270,7 +270,7 @@ func (e *Env) toggleWifi() (state, ok bool) {
 	return d.WifiEnabled, true
 }
 
-func (e *Env) toggleWifiCalling() bool {
+func (e *view) toggleWifiCalling() bool {
 	d := e.dev()
 	d.WifiCallingEnabled = !d.WifiCallingEnabled
 	return d.WifiCallingEnabled
@@ -278,7 +278,7 @@ func (e *Env) toggleWifiCalling() bool {
 
 // connectVPN is _connect_vpn: false when already connected. The device gets
 // the environment's shared default details object (see UserDB.vpnDefault).
-func (e *Env) connectVPN() bool {
+func (e *view) connectVPN() bool {
 	d := e.dev()
 	if d.VPNConnected {
 		return false
@@ -288,7 +288,7 @@ func (e *Env) connectVPN() bool {
 	return true
 }
 
-func (e *Env) disconnectVPN() bool {
+func (e *view) disconnectVPN() bool {
 	d := e.dev()
 	if !d.VPNConnected {
 		return false
@@ -299,7 +299,7 @@ func (e *Env) disconnectVPN() bool {
 }
 
 // rebootDevice is _reboot_device.
-func (e *Env) rebootDevice() string {
+func (e *view) rebootDevice() string {
 	d := e.dev()
 	var lines []string
 	if d.ActiveAPNSettings.ResetAtReboot {
@@ -314,7 +314,7 @@ func (e *Env) rebootDevice() string {
 
 // appLookup is `device.app_statuses.get(app_name)`: unhashable keys raise,
 // other non-strings simply miss.
-func (e *Env) appLookup(appName any) (*AppStatus, error) {
+func (e *view) appLookup(appName any) (*AppStatus, error) {
 	if err := unhashable(appName); err != nil {
 		return nil, err
 	}

@@ -9,10 +9,10 @@ import (
 	"tau2rl/producers/tau2/pyjson"
 )
 
-// Env is the view a telecom tool or environment function works through:
+// view is the view a telecom tool or environment function works through:
 // the DB of its own side (db for TelecomTools, user for TelecomUserTools;
 // the other is nil, as in τ² where each toolkit holds only its DB).
-type Env struct {
+type view struct {
 	db   *DB
 	user *UserDB
 }
@@ -46,7 +46,7 @@ func schemas(listJSON string) map[string]string {
 	return out
 }
 
-type envFn = func(e *Env, k kwargs) (any, error)
+type envFn = func(e *view, k kwargs) (any, error)
 
 // kwargsOf adapts the framework's decoded arguments (already bound against
 // the signature) to the tools' Python-semantics accessors.
@@ -59,11 +59,11 @@ func kwargsOf(a *env.Args) kwargs {
 }
 
 func agentFunc(f envFn) func(db *DB, a *env.Args) (any, error) {
-	return func(db *DB, a *env.Args) (any, error) { return f(&Env{db: db}, kwargsOf(a)) }
+	return func(db *DB, a *env.Args) (any, error) { return f(&view{db: db}, kwargsOf(a)) }
 }
 
 func userFunc(f envFn) func(db *UserDB, a *env.Args) (any, error) {
-	return func(db *UserDB, a *env.Args) (any, error) { return f(&Env{user: db}, kwargsOf(a)) }
+	return func(db *UserDB, a *env.Args) (any, error) { return f(&view{user: db}, kwargsOf(a)) }
 }
 
 func params(required []string, optional ...string) []env.Param {
@@ -91,27 +91,27 @@ func buildAgentToolkit() *env.Toolkit {
 	}
 	return env.MustToolkit(agentClass,
 		[]*env.Tool{
-			t("get_customer_by_phone", env.Read, (*Env).getCustomerByPhone),
-			t("get_customer_by_id", env.Read, (*Env).getCustomerByID),
-			t("get_customer_by_name", env.Read, (*Env).getCustomerByName),
-			t("get_details_by_id", env.Read, (*Env).getDetailsByID),
-			t("suspend_line", env.Write, (*Env).suspendLine),
-			t("resume_line", env.Write, (*Env).resumeLine),
-			t("get_bills_for_customer", env.Read, (*Env).getBillsForCustomer),
-			t("send_payment_request", env.Write, (*Env).sendPaymentRequest),
-			t("get_data_usage", env.Read, (*Env).getDataUsage),
-			t("enable_roaming", env.Write, (*Env).enableRoaming),
-			t("disable_roaming", env.Write, (*Env).disableRoaming),
-			t("transfer_to_human_agents", env.Generic, (*Env).transferToHumanAgents),
-			t("refuel_data", env.Write, (*Env).refuelData),
+			t("get_customer_by_phone", env.Read, (*view).getCustomerByPhone),
+			t("get_customer_by_id", env.Read, (*view).getCustomerByID),
+			t("get_customer_by_name", env.Read, (*view).getCustomerByName),
+			t("get_details_by_id", env.Read, (*view).getDetailsByID),
+			t("suspend_line", env.Write, (*view).suspendLine),
+			t("resume_line", env.Write, (*view).resumeLine),
+			t("get_bills_for_customer", env.Read, (*view).getBillsForCustomer),
+			t("send_payment_request", env.Write, (*view).sendPaymentRequest),
+			t("get_data_usage", env.Read, (*view).getDataUsage),
+			t("enable_roaming", env.Write, (*view).enableRoaming),
+			t("disable_roaming", env.Write, (*view).disableRoaming),
+			t("transfer_to_human_agents", env.Generic, (*view).transferToHumanAgents),
+			t("refuel_data", env.Write, (*view).refuelData),
 		},
-		f("get_available_plan_ids", nil, (*Env).getAvailablePlanIDs),
-		f("set_data_usage", params([]string{"customer_id", "line_id", "data_used_gb"}), (*Env).setDataUsage),
-		f("suspend_line_for_overdue_bill", params([]string{"customer_id", "line_id", "new_bill_id", "contract_ended"}), (*Env).suspendLineForOverdueBill),
-		f("assert_data_refueling_amount", params([]string{"customer_id", "line_id", "expected_amount"}), (*Env).assertDataRefuelingAmount),
-		f("assert_line_status", params([]string{"customer_id", "line_id", "expected_status"}), (*Env).assertLineStatus),
-		f("assert_overdue_bill_exists", params([]string{"customer_id", "overdue_bill_id"}), (*Env).assertOverdueBillExists),
-		f("assert_no_overdue_bill", params([]string{"overdue_bill_id"}), (*Env).assertNoOverdueBill),
+		f("get_available_plan_ids", nil, (*view).getAvailablePlanIDs),
+		f("set_data_usage", params([]string{"customer_id", "line_id", "data_used_gb"}), (*view).setDataUsage),
+		f("suspend_line_for_overdue_bill", params([]string{"customer_id", "line_id", "new_bill_id", "contract_ended"}), (*view).suspendLineForOverdueBill),
+		f("assert_data_refueling_amount", params([]string{"customer_id", "line_id", "expected_amount"}), (*view).assertDataRefuelingAmount),
+		f("assert_line_status", params([]string{"customer_id", "line_id", "expected_status"}), (*view).assertLineStatus),
+		f("assert_overdue_bill_exists", params([]string{"customer_id", "overdue_bill_id"}), (*view).assertOverdueBillExists),
+		f("assert_no_overdue_bill", params([]string{"overdue_bill_id"}), (*view).assertNoOverdueBill),
 	)
 }
 
@@ -130,64 +130,64 @@ func buildUserToolkit() *env.Toolkit {
 	status := params([]string{"expected_status"})
 	return env.MustToolkit(userClass,
 		[]*env.Tool{
-			t("check_status_bar", env.Read, (*Env).checkStatusBar),
-			t("check_network_status", env.Read, (*Env).checkNetworkStatus),
-			t("check_network_mode_preference", env.Read, (*Env).checkNetworkModePreference),
-			t("set_network_mode_preference", env.Write, (*Env).setNetworkModePreference),
-			t("run_speed_test", env.Read, (*Env).runSpeedTest),
-			t("toggle_airplane_mode", env.Write, (*Env).toggleAirplaneModeTool),
-			t("check_sim_status", env.Read, (*Env).checkSimStatus),
-			t("reseat_sim_card", env.Write, (*Env).reseatSimCard),
-			t("toggle_data", env.Write, (*Env).toggleDataTool),
-			t("toggle_roaming", env.Write, (*Env).toggleRoamingTool),
-			t("check_data_restriction_status", env.Read, (*Env).checkDataRestrictionStatus),
-			t("toggle_data_saver_mode", env.Write, (*Env).toggleDataSaverModeTool),
-			t("check_apn_settings", env.Read, (*Env).checkAPNSettings),
-			t("set_apn_settings", env.Write, (*Env).setAPNSettings),
-			t("reset_apn_settings", env.Write, (*Env).resetAPNSettings),
-			t("check_wifi_status", env.Read, (*Env).checkWifiStatus),
-			t("toggle_wifi", env.Write, (*Env).toggleWifiTool),
-			t("check_wifi_calling_status", env.Read, (*Env).checkWifiCallingStatus),
-			t("toggle_wifi_calling", env.Write, (*Env).toggleWifiCallingTool),
-			t("check_vpn_status", env.Read, (*Env).checkVPNStatus),
-			t("connect_vpn", env.Write, (*Env).connectVPNTool),
-			t("disconnect_vpn", env.Write, (*Env).disconnectVPNTool),
-			t("check_installed_apps", env.Read, (*Env).checkInstalledApps),
-			t("check_app_status", env.Read, (*Env).checkAppStatus),
-			t("check_app_permissions", env.Read, (*Env).checkAppPermissions),
-			t("grant_app_permission", env.Write, (*Env).grantAppPermissionTool),
-			t("can_send_mms", env.Read, (*Env).canSendMMSTool),
-			t("reboot_device", env.Write, (*Env).rebootDeviceTool),
-			t("check_payment_request", env.Read, (*Env).checkPaymentRequest),
-			t("make_payment", env.Write, (*Env).makePayment),
+			t("check_status_bar", env.Read, (*view).checkStatusBar),
+			t("check_network_status", env.Read, (*view).checkNetworkStatus),
+			t("check_network_mode_preference", env.Read, (*view).checkNetworkModePreference),
+			t("set_network_mode_preference", env.Write, (*view).setNetworkModePreference),
+			t("run_speed_test", env.Read, (*view).runSpeedTest),
+			t("toggle_airplane_mode", env.Write, (*view).toggleAirplaneModeTool),
+			t("check_sim_status", env.Read, (*view).checkSimStatus),
+			t("reseat_sim_card", env.Write, (*view).reseatSimCard),
+			t("toggle_data", env.Write, (*view).toggleDataTool),
+			t("toggle_roaming", env.Write, (*view).toggleRoamingTool),
+			t("check_data_restriction_status", env.Read, (*view).checkDataRestrictionStatus),
+			t("toggle_data_saver_mode", env.Write, (*view).toggleDataSaverModeTool),
+			t("check_apn_settings", env.Read, (*view).checkAPNSettings),
+			t("set_apn_settings", env.Write, (*view).setAPNSettings),
+			t("reset_apn_settings", env.Write, (*view).resetAPNSettings),
+			t("check_wifi_status", env.Read, (*view).checkWifiStatus),
+			t("toggle_wifi", env.Write, (*view).toggleWifiTool),
+			t("check_wifi_calling_status", env.Read, (*view).checkWifiCallingStatus),
+			t("toggle_wifi_calling", env.Write, (*view).toggleWifiCallingTool),
+			t("check_vpn_status", env.Read, (*view).checkVPNStatus),
+			t("connect_vpn", env.Write, (*view).connectVPNTool),
+			t("disconnect_vpn", env.Write, (*view).disconnectVPNTool),
+			t("check_installed_apps", env.Read, (*view).checkInstalledApps),
+			t("check_app_status", env.Read, (*view).checkAppStatus),
+			t("check_app_permissions", env.Read, (*view).checkAppPermissions),
+			t("grant_app_permission", env.Write, (*view).grantAppPermissionTool),
+			t("can_send_mms", env.Read, (*view).canSendMMSTool),
+			t("reboot_device", env.Write, (*view).rebootDeviceTool),
+			t("check_payment_request", env.Read, (*view).checkPaymentRequest),
+			t("make_payment", env.Write, (*view).makePayment),
 		},
-		f("set_user_info", params([]string{"name", "phone_number"}), (*Env).setUserInfo),
-		f("set_user_location", params([]string{"abroad"}), (*Env).setUserLocation),
-		f("turn_airplane_mode_on", nil, (*Env).turnAirplaneModeOn),
-		f("turn_airplane_mode_off", nil, (*Env).turnAirplaneModeOff),
-		f("turn_data_on", nil, (*Env).turnDataOn),
-		f("turn_data_off", nil, (*Env).turnDataOff),
-		f("turn_roaming_on", nil, (*Env).turnRoamingOn),
-		f("turn_roaming_off", nil, (*Env).turnRoamingOff),
-		f("turn_data_saver_mode_on", nil, (*Env).turnDataSaverModeOn),
-		f("turn_data_saver_mode_off", nil, (*Env).turnDataSaverModeOff),
-		f("unseat_sim_card", nil, (*Env).unseatSimCard),
-		f("lock_sim_card", params([]string{"mode"}), (*Env).lockSimCard),
-		f("break_apn_settings", nil, (*Env).breakAPNSettings),
-		f("break_apn_mms_setting", nil, (*Env).breakAPNMMSSetting),
-		f("break_vpn", nil, (*Env).breakVPN),
-		f("set_wifi_calling", params([]string{"enabled"}, "mms_over_wifi"), (*Env).setWifiCalling),
-		f("remove_app_permission", params([]string{"app_name", "permission"}), (*Env).removeAppPermission),
-		f("simulate_network_search", nil, (*Env).simulateNetworkSearchFn),
-		f("assert_airplane_mode_status", status, (*Env).assertAirplaneModeStatus),
-		f("assert_service_status", status, (*Env).assertServiceStatus),
-		f("assert_mobile_data_status", status, (*Env).assertMobileDataStatus),
-		f("assert_mobile_roaming_status", status, (*Env).assertMobileRoamingStatus),
-		f("assert_mobile_data_saver_mode_status", status, (*Env).assertMobileDataSaverModeStatus),
-		f("assert_internet_speed", params([]string{"expected_speed"}, "expected_desc"), (*Env).assertInternetSpeed),
-		f("assert_internet_not_excellent", nil, (*Env).assertInternetNotExcellent),
-		f("assert_can_send_mms", status, (*Env).assertCanSendMMS),
-		f("assert_mobile_data_usage_exceeded", status, (*Env).assertMobileDataUsageExceeded),
+		f("set_user_info", params([]string{"name", "phone_number"}), (*view).setUserInfo),
+		f("set_user_location", params([]string{"abroad"}), (*view).setUserLocation),
+		f("turn_airplane_mode_on", nil, (*view).turnAirplaneModeOn),
+		f("turn_airplane_mode_off", nil, (*view).turnAirplaneModeOff),
+		f("turn_data_on", nil, (*view).turnDataOn),
+		f("turn_data_off", nil, (*view).turnDataOff),
+		f("turn_roaming_on", nil, (*view).turnRoamingOn),
+		f("turn_roaming_off", nil, (*view).turnRoamingOff),
+		f("turn_data_saver_mode_on", nil, (*view).turnDataSaverModeOn),
+		f("turn_data_saver_mode_off", nil, (*view).turnDataSaverModeOff),
+		f("unseat_sim_card", nil, (*view).unseatSimCard),
+		f("lock_sim_card", params([]string{"mode"}), (*view).lockSimCard),
+		f("break_apn_settings", nil, (*view).breakAPNSettings),
+		f("break_apn_mms_setting", nil, (*view).breakAPNMMSSetting),
+		f("break_vpn", nil, (*view).breakVPN),
+		f("set_wifi_calling", params([]string{"enabled"}, "mms_over_wifi"), (*view).setWifiCalling),
+		f("remove_app_permission", params([]string{"app_name", "permission"}), (*view).removeAppPermission),
+		f("simulate_network_search", nil, (*view).simulateNetworkSearchFn),
+		f("assert_airplane_mode_status", status, (*view).assertAirplaneModeStatus),
+		f("assert_service_status", status, (*view).assertServiceStatus),
+		f("assert_mobile_data_status", status, (*view).assertMobileDataStatus),
+		f("assert_mobile_roaming_status", status, (*view).assertMobileRoamingStatus),
+		f("assert_mobile_data_saver_mode_status", status, (*view).assertMobileDataSaverModeStatus),
+		f("assert_internet_speed", params([]string{"expected_speed"}, "expected_desc"), (*view).assertInternetSpeed),
+		f("assert_internet_not_excellent", nil, (*view).assertInternetNotExcellent),
+		f("assert_can_send_mms", status, (*view).assertCanSendMMS),
+		f("assert_mobile_data_usage_exceeded", status, (*view).assertMobileDataUsageExceeded),
 	)
 }
 
@@ -202,7 +202,7 @@ func Sync(agent *DB, user *UserDB) error {
 		return nil
 	}
 	phone := *s.PhoneNumber
-	ae := &Env{db: agent}
+	ae := &view{db: agent}
 	line, err := ae.lineByPhone(phone)
 	if err != nil {
 		return err

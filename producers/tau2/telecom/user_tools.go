@@ -29,11 +29,11 @@ func yesNo(b bool) string {
 
 func pyLower(s string) string { return strings.ToLower(s) }
 
-func (e *Env) checkStatusBar(kwargs) (any, error) {
+func (e *view) checkStatusBar(kwargs) (any, error) {
 	return "Status Bar: " + e.statusBar(), nil
 }
 
-func (e *Env) checkNetworkStatus(kwargs) (any, error) {
+func (e *view) checkNetworkStatus(kwargs) (any, error) {
 	d := e.dev()
 	lines := []string{
 		"Airplane Mode: " + onOff(d.AirplaneMode),
@@ -52,11 +52,11 @@ func (e *Env) checkNetworkStatus(kwargs) (any, error) {
 	return strings.Join(lines, "\n"), nil
 }
 
-func (e *Env) checkNetworkModePreference(kwargs) (any, error) {
+func (e *view) checkNetworkModePreference(kwargs) (any, error) {
 	return "Network Mode Preference: " + e.dev().NetworkModePreference, nil
 }
 
-func (e *Env) setNetworkModePreference(k kwargs) (any, error) {
+func (e *view) setNetworkModePreference(k kwargs) (any, error) {
 	v := k.get("mode", nil)
 	mode, ok := v.(string)
 	if !ok {
@@ -72,7 +72,7 @@ func (e *Env) setNetworkModePreference(k kwargs) (any, error) {
 	return e.withStatusBar("Preferred Network Mode set to: " + mode), nil
 }
 
-func (e *Env) runSpeedTest(kwargs) (any, error) {
+func (e *view) runSpeedTest(kwargs) (any, error) {
 	speed, desc, ok := e.speedTest()
 	if !ok {
 		return "Speed test failed: " + desc + ".", nil
@@ -93,12 +93,12 @@ func (e *Env) runSpeedTest(kwargs) (any, error) {
 	return fmt.Sprintf("Speed Test Result: %s Mbps (%s). %s", format2f(speed), desc, advice), nil
 }
 
-func (e *Env) toggleAirplaneModeTool(kwargs) (any, error) {
+func (e *view) toggleAirplaneModeTool(kwargs) (any, error) {
 	on := e.toggleAirplaneMode()
 	return e.withStatusBar("Airplane Mode is now " + onOff(on) + "."), nil
 }
 
-func (e *Env) checkSimStatus(kwargs) (any, error) {
+func (e *view) checkSimStatus(kwargs) (any, error) {
 	switch s := e.simStatus(); s {
 	case SimActive:
 		return "Your SIM card is active and working.", nil
@@ -113,32 +113,32 @@ func (e *Env) checkSimStatus(kwargs) (any, error) {
 	}
 }
 
-func (e *Env) reseatSimCard(kwargs) (any, error) {
+func (e *view) reseatSimCard(kwargs) (any, error) {
 	e.dev().SimCardMissing = false
 	e.simulateNetworkSearch()
 	return e.withStatusBar("SIM card re-seated successfully."), nil
 }
 
-func (e *Env) toggleDataTool(kwargs) (any, error) {
+func (e *view) toggleDataTool(kwargs) (any, error) {
 	return e.withStatusBar("Mobile Data is now " + onOff(e.toggleData()) + "."), nil
 }
 
-func (e *Env) toggleRoamingTool(kwargs) (any, error) {
+func (e *view) toggleRoamingTool(kwargs) (any, error) {
 	return e.withStatusBar("Data Roaming is now " + onOff(e.toggleRoaming()) + "."), nil
 }
 
-func (e *Env) checkDataRestrictionStatus(kwargs) (any, error) {
+func (e *view) checkDataRestrictionStatus(kwargs) (any, error) {
 	if e.dev().DataSaverMode {
 		return "Data Saver mode is ON (limits data usage).", nil
 	}
 	return "Data Saver mode is OFF.", nil
 }
 
-func (e *Env) toggleDataSaverModeTool(kwargs) (any, error) {
+func (e *view) toggleDataSaverModeTool(kwargs) (any, error) {
 	return e.withStatusBar("Data Saver Mode is now " + onOff(e.toggleDataSaver()) + "."), nil
 }
 
-func (e *Env) checkAPNSettings(kwargs) (any, error) {
+func (e *view) checkAPNSettings(kwargs) (any, error) {
 	a := e.dev().ActiveAPNSettings
 	name := a.APNName
 	if name == "" {
@@ -151,7 +151,7 @@ func (e *Env) checkAPNSettings(kwargs) (any, error) {
 	return fmt.Sprintf("Current APN Name: %s\nMMSC URL (for picture messages): %s\n(These are technical settings, usually best left unchanged.)", name, url), nil
 }
 
-func (e *Env) setAPNSettings(k kwargs) (any, error) {
+func (e *view) setAPNSettings(k kwargs) (any, error) {
 	v := k.get("apn_settings", nil)
 	if _, ok := v.(*pyjson.Object); !ok {
 		// τ² would store the non-dict as the settings before failing on
@@ -167,13 +167,13 @@ func (e *Env) setAPNSettings(k kwargs) (any, error) {
 	return e.withStatusBar("APN settings set to: " + a.APNName), nil
 }
 
-func (e *Env) resetAPNSettings(kwargs) (any, error) {
+func (e *view) resetAPNSettings(kwargs) (any, error) {
 	e.dev().ActiveAPNSettings.ResetAtReboot = true
 	e.simulateNetworkSearch()
 	return e.withStatusBar("APN settings will reset at reboot."), nil
 }
 
-func (e *Env) checkWifiStatus(kwargs) (any, error) {
+func (e *view) checkWifiStatus(kwargs) (any, error) {
 	d := e.dev()
 	if !d.WifiEnabled {
 		return "Wi-Fi is turned OFF.", nil
@@ -184,7 +184,7 @@ func (e *Env) checkWifiStatus(kwargs) (any, error) {
 	return "Wi-Fi is ON but not connected to any network.", nil
 }
 
-func (e *Env) toggleWifiTool(kwargs) (any, error) {
+func (e *view) toggleWifiTool(kwargs) (any, error) {
 	state, ok := e.toggleWifi()
 	if !ok {
 		return e.withStatusBar("Cannot change Wi-Fi settings while Airplane Mode is ON."), nil
@@ -192,15 +192,15 @@ func (e *Env) toggleWifiTool(kwargs) (any, error) {
 	return e.withStatusBar("Wi-Fi is now " + onOff(state) + "."), nil
 }
 
-func (e *Env) checkWifiCallingStatus(kwargs) (any, error) {
+func (e *view) checkWifiCallingStatus(kwargs) (any, error) {
 	return "Wi-Fi Calling is currently turned " + onOff(e.dev().WifiCallingEnabled) + ".", nil
 }
 
-func (e *Env) toggleWifiCallingTool(kwargs) (any, error) {
+func (e *view) toggleWifiCallingTool(kwargs) (any, error) {
 	return e.withStatusBar("Wi-Fi Calling is now " + onOff(e.toggleWifiCalling()) + "."), nil
 }
 
-func (e *Env) checkVPNStatus(kwargs) (any, error) {
+func (e *view) checkVPNStatus(kwargs) (any, error) {
 	d := e.dev()
 	if d.VPNConnected {
 		if d.VPNDetails != nil {
@@ -214,25 +214,25 @@ func (e *Env) checkVPNStatus(kwargs) (any, error) {
 	return "VPN is turned OFF.", nil
 }
 
-func (e *Env) connectVPNTool(kwargs) (any, error) {
+func (e *view) connectVPNTool(kwargs) (any, error) {
 	if !e.connectVPN() {
 		return "VPN already connected.", nil
 	}
 	return e.withStatusBar("VPN connected successfully."), nil
 }
 
-func (e *Env) disconnectVPNTool(kwargs) (any, error) {
+func (e *view) disconnectVPNTool(kwargs) (any, error) {
 	if e.disconnectVPN() {
 		return e.withStatusBar("VPN disconnected successfully."), nil
 	}
 	return e.withStatusBar("No active VPN connection to disconnect."), nil
 }
 
-func (e *Env) checkInstalledApps(kwargs) (any, error) {
+func (e *view) checkInstalledApps(kwargs) (any, error) {
 	return "The following apps are installed on the phone: " + strings.Join(e.dev().AppStatuses.Keys(), ", "), nil
 }
 
-func (e *Env) checkAppStatus(k kwargs) (any, error) {
+func (e *view) checkAppStatus(k kwargs) (any, error) {
 	name := k.get("app_name", nil)
 	app, err := e.appLookup(name)
 	if err != nil {
@@ -254,7 +254,7 @@ func (e *Env) checkAppStatus(k kwargs) (any, error) {
 	return strings.Join(lines, "\n"), nil
 }
 
-func (e *Env) checkAppPermissions(k kwargs) (any, error) {
+func (e *view) checkAppPermissions(k kwargs) (any, error) {
 	name := k.get("app_name", nil)
 	app, err := e.appLookup(name)
 	if err != nil {
@@ -271,7 +271,7 @@ func (e *Env) checkAppPermissions(k kwargs) (any, error) {
 }
 
 // grantAppPermission is _grant_app_permission: (success, message).
-func (e *Env) grantAppPermission(appName, permission any) (bool, string, error) {
+func (e *view) grantAppPermission(appName, permission any) (bool, string, error) {
 	app, err := e.appLookup(appName)
 	if err != nil {
 		return false, "", err
@@ -291,7 +291,7 @@ func (e *Env) grantAppPermission(appName, permission any) (bool, string, error) 
 	return true, fmt.Sprintf("Permission '%s' granted to app '%s'.", ps, pyStr(appName)), nil
 }
 
-func (e *Env) grantAppPermissionTool(k kwargs) (any, error) {
+func (e *view) grantAppPermissionTool(k kwargs) (any, error) {
 	ok, msg, err := e.grantAppPermission(k.get("app_name", nil), k.get("permission", nil))
 	if err != nil {
 		return nil, err
@@ -303,18 +303,18 @@ func (e *Env) grantAppPermissionTool(k kwargs) (any, error) {
 	return e.withStatusBar(prefix + msg), nil
 }
 
-func (e *Env) canSendMMSTool(kwargs) (any, error) {
+func (e *view) canSendMMSTool(kwargs) (any, error) {
 	if e.canSendMMS() {
 		return "Your messaging app can send MMS messages.", nil
 	}
 	return "Your messaging app cannot send MMS messages.", nil
 }
 
-func (e *Env) rebootDeviceTool(kwargs) (any, error) {
+func (e *view) rebootDeviceTool(kwargs) (any, error) {
 	return e.withStatusBar(e.rebootDevice()), nil
 }
 
-func (e *Env) checkPaymentRequest(kwargs) (any, error) {
+func (e *view) checkPaymentRequest(kwargs) (any, error) {
 	pr := e.sur().PaymentRequest
 	if pr == nil {
 		return "No payment request has been made.", nil
@@ -322,7 +322,7 @@ func (e *Env) checkPaymentRequest(kwargs) (any, error) {
 	return fmt.Sprintf("You have a payment request for bill %s of %s USD.", pr.BillID, pyjson.FloatRepr(pr.AmountDue)), nil
 }
 
-func (e *Env) makePayment(kwargs) (any, error) {
+func (e *view) makePayment(kwargs) (any, error) {
 	pr := e.sur().PaymentRequest
 	if pr == nil {
 		return "You do not have a payment request.", nil
@@ -343,7 +343,7 @@ func optString(v any, what string) (*string, error) {
 	return nil, fmt.Errorf("%s must be a string or null, got %s", what, pyjson.TypeName(v))
 }
 
-func (e *Env) setUserInfo(k kwargs) (any, error) {
+func (e *view) setUserInfo(k kwargs) (any, error) {
 	name, err := optString(k.get("name", nil), "set_user_info: name")
 	if err != nil {
 		return nil, err
@@ -356,7 +356,7 @@ func (e *Env) setUserInfo(k kwargs) (any, error) {
 	return nil, nil
 }
 
-func (e *Env) setUserLocation(k kwargs) (any, error) {
+func (e *view) setUserLocation(k kwargs) (any, error) {
 	v := k.get("abroad", nil)
 	b, ok := v.(bool)
 	if !ok {
@@ -366,67 +366,67 @@ func (e *Env) setUserLocation(k kwargs) (any, error) {
 	return nil, nil
 }
 
-func (e *Env) turnAirplaneModeOn(kwargs) (any, error) {
+func (e *view) turnAirplaneModeOn(kwargs) (any, error) {
 	if !e.toggleAirplaneMode() {
 		e.toggleAirplaneMode()
 	}
 	return "Airplane Mode is now ON.", nil
 }
 
-func (e *Env) turnAirplaneModeOff(kwargs) (any, error) {
+func (e *view) turnAirplaneModeOff(kwargs) (any, error) {
 	if e.toggleAirplaneMode() {
 		e.toggleAirplaneMode()
 	}
 	return "Airplane Mode is now OFF.", nil
 }
 
-func (e *Env) turnDataOn(kwargs) (any, error) {
+func (e *view) turnDataOn(kwargs) (any, error) {
 	e.dev().DataEnabled = true
 	return "Data connection restored.", nil
 }
 
-func (e *Env) turnDataOff(kwargs) (any, error) {
+func (e *view) turnDataOff(kwargs) (any, error) {
 	if e.toggleData() {
 		e.toggleData()
 	}
 	return "Data connection broken.", nil
 }
 
-func (e *Env) turnRoamingOn(kwargs) (any, error) {
+func (e *view) turnRoamingOn(kwargs) (any, error) {
 	if !e.toggleRoaming() {
 		e.toggleRoaming()
 	}
 	return "Data Roaming is now ON.", nil
 }
 
-func (e *Env) turnRoamingOff(kwargs) (any, error) {
+func (e *view) turnRoamingOff(kwargs) (any, error) {
 	if e.toggleRoaming() {
 		e.toggleRoaming()
 	}
 	return "Data Roaming is now OFF.", nil
 }
 
-func (e *Env) turnDataSaverModeOn(kwargs) (any, error) {
+func (e *view) turnDataSaverModeOn(kwargs) (any, error) {
 	if !e.toggleDataSaver() {
 		e.toggleDataSaver()
 	}
 	return "Data Saver Mode is now ON.", nil
 }
 
-func (e *Env) turnDataSaverModeOff(kwargs) (any, error) {
+func (e *view) turnDataSaverModeOff(kwargs) (any, error) {
 	if e.toggleDataSaver() {
 		e.toggleDataSaver()
 	}
 	return "Data Saver Mode is now OFF.", nil
 }
 
-func (e *Env) unseatSimCard(kwargs) (any, error) {
+func (e *view) unseatSimCard(kwargs) (any, error) {
 	e.dev().SimCardMissing = true
 	e.simulateNetworkSearch()
 	return "SIM card un-seated successfully.", nil
 }
 
-func (e *Env) lockSimCard(k kwargs) (any, error) {
+func (e *view) lockSimCard(k kwargs) (any, error) {
 	mode := k.get("mode", nil)
 	switch mode {
 	case "pin":
@@ -438,13 +438,13 @@ func (e *Env) lockSimCard(k kwargs) (any, error) {
 	return fmt.Sprintf("SIM card locked successfully in %s mode.", pyStr(mode)), nil
 }
 
-func (e *Env) breakAPNSettings(kwargs) (any, error) {
+func (e *view) breakAPNSettings(kwargs) (any, error) {
 	e.dev().ActiveAPNSettings.APNName = APNBroken
 	e.simulateNetworkSearch()
 	return "APN settings broken. Please call reset_apn_settings() to fix.", nil
 }
 
-func (e *Env) breakAPNMMSSetting(kwargs) (any, error) {
+func (e *view) breakAPNMMSSetting(kwargs) (any, error) {
 	e.dev().ActiveAPNSettings.MMSCURL = nil
 	return "APN MMS setting broken. Please call reset_apn_settings() to fix.", nil
 }
@@ -452,7 +452,7 @@ func (e *Env) breakAPNMMSSetting(kwargs) (any, error) {
 // breakVPN connects the VPN and degrades the connected server. In τ² the
 // details object is the class-level default, so this also degrades every
 // later connect_vpn; UserDB.vpnDefault reproduces that within the environment.
-func (e *Env) breakVPN(kwargs) (any, error) {
+func (e *view) breakVPN(kwargs) (any, error) {
 	e.connectVPN()
 	if e.dev().VPNDetails == nil {
 		return nil, fmt.Errorf("'NoneType' object has no attribute 'server_performance'")
@@ -461,7 +461,7 @@ func (e *Env) breakVPN(kwargs) (any, error) {
 	return "VPN connection broken.", nil
 }
 
-func (e *Env) setWifiCalling(k kwargs) (any, error) {
+func (e *view) setWifiCalling(k kwargs) (any, error) {
 	en := k.get("enabled", nil)
 	if !pyEqualBool(e.dev().WifiCallingEnabled, en) {
 		e.toggleWifiCalling()
@@ -478,7 +478,7 @@ func (e *Env) setWifiCalling(k kwargs) (any, error) {
 	return msg, nil
 }
 
-func (e *Env) removeAppPermission(k kwargs) (any, error) {
+func (e *view) removeAppPermission(k kwargs) (any, error) {
 	appName, permission := k.get("app_name", nil), k.get("permission", nil)
 	app, err := e.appLookup(appName)
 	if err != nil {
@@ -498,18 +498,18 @@ func (e *Env) removeAppPermission(k kwargs) (any, error) {
 	return []any{true, fmt.Sprintf("Permission '%s' removed from app '%s'.", ps, pyStr(appName))}, nil
 }
 
-func (e *Env) simulateNetworkSearchFn(kwargs) (any, error) {
+func (e *view) simulateNetworkSearchFn(kwargs) (any, error) {
 	e.simulateNetworkSearch()
 	return nil, nil
 }
 
 // ---- assertions ----
 
-func (e *Env) assertAirplaneModeStatus(k kwargs) (any, error) {
+func (e *view) assertAirplaneModeStatus(k kwargs) (any, error) {
 	return pyEqualBool(e.dev().AirplaneMode, k.get("expected_status", nil)), nil
 }
 
-func (e *Env) assertServiceStatus(k kwargs) (any, error) {
+func (e *view) assertServiceStatus(k kwargs) (any, error) {
 	v := k.get("expected_status", nil)
 	s, ok := v.(string)
 	if !ok || !contains(networkStatuses, s) {
@@ -518,19 +518,19 @@ func (e *Env) assertServiceStatus(k kwargs) (any, error) {
 	return e.dev().NetworkConnectionStatus == s, nil
 }
 
-func (e *Env) assertMobileDataStatus(k kwargs) (any, error) {
+func (e *view) assertMobileDataStatus(k kwargs) (any, error) {
 	return pyEqualBool(e.mobileDataWorking(), k.get("expected_status", nil)), nil
 }
 
-func (e *Env) assertMobileRoamingStatus(k kwargs) (any, error) {
+func (e *view) assertMobileRoamingStatus(k kwargs) (any, error) {
 	return pyEqualBool(e.dev().RoamingEnabled, k.get("expected_status", nil)), nil
 }
 
-func (e *Env) assertMobileDataSaverModeStatus(k kwargs) (any, error) {
+func (e *view) assertMobileDataSaverModeStatus(k kwargs) (any, error) {
 	return pyEqualBool(e.dev().DataSaverMode, k.get("expected_status", nil)), nil
 }
 
-func (e *Env) assertInternetSpeed(k kwargs) (any, error) {
+func (e *view) assertInternetSpeed(k kwargs) (any, error) {
 	speed, desc, _ := e.speedTest()
 	exp, err := number(k.get("expected_speed", nil), ">=", "float")
 	if err != nil {
@@ -548,15 +548,15 @@ func (e *Env) assertInternetSpeed(k kwargs) (any, error) {
 	return ok && pyLower(desc) == pyLower(ds), nil
 }
 
-func (e *Env) assertInternetNotExcellent(kwargs) (any, error) {
+func (e *view) assertInternetNotExcellent(kwargs) (any, error) {
 	_, desc, _ := e.speedTest()
 	return pyLower(desc) != "excellent", nil
 }
 
-func (e *Env) assertCanSendMMS(k kwargs) (any, error) {
+func (e *view) assertCanSendMMS(k kwargs) (any, error) {
 	return pyEqualBool(e.canSendMMS(), k.get("expected_status", nil)), nil
 }
 
-func (e *Env) assertMobileDataUsageExceeded(k kwargs) (any, error) {
+func (e *view) assertMobileDataUsageExceeded(k kwargs) (any, error) {
 	return pyEqualBool(e.sur().MobileDataUsageExceeded, k.get("expected_status", nil)), nil
 }

@@ -28,7 +28,7 @@ func newFields(v any, path []any, model string) *fields {
 	f := &fields{path: path, model: model, used: map[string]bool{}}
 	o, ok := v.(*pyjson.Object)
 	if !ok {
-		f.err = &pyjson.ValidationError{Model: model, Loc: clonePath(path), Msg: "Input should be a valid dictionary or instance of " + model, Type: "model_type", Input: v}
+		f.err = pyjson.NewValidationError(model, clonePath(path), "Input should be a valid dictionary or instance of "+model, "model_type", v)
 		return f
 	}
 	f.o = o
@@ -41,7 +41,7 @@ func (f *fields) loc(name string) []any { return append(clonePath(f.path), name)
 
 func (f *fields) fail(name, msg, typ string, input any) {
 	if f.err == nil {
-		f.err = &pyjson.ValidationError{Model: f.model, Loc: f.loc(name), Msg: msg, Type: typ, Input: input}
+		f.err = pyjson.NewValidationError(f.model, f.loc(name), msg, typ, input)
 	}
 }
 
@@ -54,7 +54,7 @@ func (f *fields) get(name string, required bool) (any, bool) {
 	v, ok := f.o.Get(name)
 	if !ok {
 		if required {
-			f.err = &pyjson.ValidationError{Model: f.model, Loc: f.loc(name), Msg: "Field required", Type: "missing", Input: f.o}
+			f.err = pyjson.NewValidationError(f.model, f.loc(name), "Field required", "missing", f.o)
 		}
 		return nil, false
 	}
@@ -68,7 +68,7 @@ func (f *fields) finish() error {
 	}
 	for k, v := range f.o.All() {
 		if !f.used[k] {
-			return &pyjson.ValidationError{Model: f.model, Loc: f.loc(k), Msg: "Extra inputs are not permitted", Type: "extra_forbidden", Input: v}
+			return pyjson.NewValidationError(f.model, f.loc(k), "Extra inputs are not permitted", "extra_forbidden", v)
 		}
 	}
 	return nil
@@ -251,7 +251,7 @@ func (f *fields) strList(name string) []string {
 	for i, el := range l {
 		s, isStr := el.(string)
 		if !isStr && f.err == nil {
-			f.err = &pyjson.ValidationError{Model: f.model, Loc: append(f.loc(name), i), Msg: "Input should be a valid string", Type: "string_type", Input: el}
+			f.err = pyjson.NewValidationError(f.model, append(f.loc(name), i), "Input should be a valid string", "string_type", el)
 		}
 		out[i] = s
 	}
@@ -593,7 +593,7 @@ func validatePhoneDevice(v any, path []any) (PhoneDevice, error) {
 func validateAppStatuses(v any, path []any) (*pyjson.Map[*AppStatus], error) {
 	o, ok := v.(*pyjson.Object)
 	if !ok {
-		return nil, &pyjson.ValidationError{Model: "TelecomUserDB", Loc: clonePath(path), Msg: "Input should be a valid dictionary", Type: "dict_type", Input: v}
+		return nil, pyjson.NewValidationError("TelecomUserDB", clonePath(path), "Input should be a valid dictionary", "dict_type", v)
 	}
 	apps := pyjson.NewMap[*AppStatus](o.Len())
 	for k, av := range o.All() {

@@ -1,0 +1,259 @@
+package archiver_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"tau2rl/consumers/archiver"
+	tkafka "tau2rl/consumers/kafka"
+	"tau2rl/schemas"
+)
+
+// TestArchiveEndToEnd: valid trajectories land once each in their Hive
+// partition; duplicates are dropped; malformed, unknown-major and
+// unsafe-path messages go to dead letters and the archiver keeps going; all
+// offsets are committed; no temporary file stays.
+func TestArchiveEndToEnd(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	trajs := smallTrajectories(1, 90)
+	publish(t, ctx, e, trajs[:60])
+
+	// Bad input, interleaved with good.
+	good, err := schemas.FrameTrajectories(trajs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := func(version string) []tkafka.Header {
+		h := schemas.Headers(schemas.ContentTypeArrowStream, schemas.MessageTypeTrajectories)
+		h[schemas.HeaderSchemaVersion] = version
+		return tkafka.FromFramed(schemas.Framed{Headers: h}).Headers
+	}
+	evil := *trajs[1]
+	evil.ID = "evil-1"
+	evil.Domain = "../../etc"
+	evilValue, err := schemas.EncodeBatch([]*schemas.Trajectory{&evil})
+	if err != nil {
+		t.Fatalf("encode trajectory with unsafe domain: %v", err)
+	}
+	publishRaw(t, ctx, e,
+		tkafka.Message{Key: []byte("task-x"), Value: []byte("definitely not arrow"), Headers: hdr(schemas.SchemaVersion)},
+		tkafka.Message{Key: []byte("task-y"), Value: good.Value, Headers: hdr("2.0")},
+		tkafka.Message{Key: []byte("task-z"), Value: evilValue, Headers: hdr(schemas.SchemaVersion)},
+	)
+	publish(t, ctx, e, trajs[60:])
+	publish(t, ctx, e, trajs[10:20]) // producer duplicates
+
+	reg := prometheus.NewRegistry()
+	cfg := testConfig(filepath.Join(t.TempDir(), "ds"))
+	a, err := openArchiver(t, ctx, e, cfg, nil, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := runAsync(runCtx, a)
+	waitCommitted(t, ctx, e, cfg.Group)
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+
+	ds := readDataset(t, cfg.Dir)
+	checkExactlyOnce(t, ds, trajs)
+	if len(ds.hidden) != 0 {
+		t.Fatalf("temporary files left: %v", ds.hidden)
+	}
+	wantDirs := map[string]bool{}
+	for _, tr := range trajs {
+		d, _ := schemas.PartitionDir(tr.Domain, tr.EndedAt)
+		wantDirs[filepath.FromSlash(d)] = true
+	}
+	if len(ds.dirs) != len(wantDirs) {
+		t.Fatalf("partition dirs %v, want %v", ds.dirs, wantDirs)
+	}
+	for _, d := range ds.dirs {
+		if !wantDirs[d] {
+			t.Fatalf("unexpected partition dir %s", d)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(cfg.Dir, "..", "..", "etc")); err == nil {
+		t.Fatal("unsafe domain created a directory outside the dataset")
+	}
+	for _, r := range ds.rows {
+		if r.ID == "evil-1" {
+			t.Fatal("trajectory with unsafe domain archived")
+		}
+	}
+	if a.Summary.DeadLetters != 3 || a.Summary.DuplicateRows != 10 {
+		t.Fatalf("summary %+v: want 3 dead letters, 10 duplicate rows", a.Summary)
+	}
+	for reason, want := range map[string]float64{"decode": 1, "version": 1} {
+		if got := testutil.ToFloat64(mustCounterVec(t, reg, "tau2_archiver_dead_letters_total", reason)); got != want {
+			t.Errorf("dead letters %s = %v, want %v", reason, got, want)
+		}
+	}
+
+	// The dead letters are on their topic, with the errors.
+	r, err := tkafka.NewGroupReader(e.kc, "ops", []string{e.kc.Topics.DeadLetters}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var reasons []string
+	for i := 0; i < 3; i++ {
+		m, err := r.Fetch(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := tkafka.ParseDeadLetter(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Topic != e.kc.Topics.Trajectories || info.Consumer != "archiver" {
+			t.Fatalf("dead letter origin %+v", info)
+		}
+		reasons = append(reasons, info.Error)
+	}
+	all := strings.Join(reasons, "\n")
+	for _, want := range []string{"unknown major 2", "../../etc"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("dead letter errors %q lack %q", all, want)
+		}
+	}
+
+	// Every file records its source offsets.
+	for _, f := range ds.files {
+		pf := openParquetFile(t, filepath.Join(cfg.Dir, f))
+		meta, ok := pf.Lookup(archiver.MetaKafkaOffsets)
+		if !ok {
+			t.Fatalf("%s lacks %s", f, archiver.MetaKafkaOffsets)
+		}
+		ranges, err := archiver.ParseOffsets(meta)
+		if err != nil || len(ranges) == 0 {
+			t.Fatalf("%s offsets %q: %v", f, meta, err)
+		}
+	}
+}
+
+func openParquetFile(t testing.TB, p string) *parquet.File {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	st, _ := f.Stat()
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pf
+}
+
+func mustCounterVec(t testing.TB, reg *prometheus.Registry, name, label string) prometheus.Collector {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetValue() == label {
+					c := prometheus.NewCounter(prometheus.CounterOpts{Name: "x", Help: "x"})
+					c.Add(m.GetCounter().GetValue())
+					return c
+				}
+			}
+		}
+	}
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: "x", Help: "x"})
+}
+
+// failingCommits is a Source whose commits always fail: it simulates a crash
+// after files were made durable but before their offsets were committed.
+type failingCommits struct{ archiver.Source }
+
+func (failingCommits) Commit(context.Context, ...tkafka.Message) error {
+	return errors.New("simulated crash before commit")
+}
+
+// TestRestartAfterUncommittedFilesHasNoDuplicates: files durable but
+// offsets not committed (a crash between rename and commit); the next run
+// gets everything redelivered and drops it all as duplicates.
+func TestRestartAfterUncommittedFilesHasNoDuplicates(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	trajs := smallTrajectories(2, 40)
+	publish(t, ctx, e, trajs)
+	cfg := testConfig(filepath.Join(t.TempDir(), "ds"))
+
+	r, err := tkafka.NewGroupReader(e.kc, cfg.Group, []string{e.kc.Topics.Trajectories}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl, err := tkafka.NewDeadLetters(e.kc, "archiver", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dl.Close()
+	a, err := archiver.Open(ctx, cfg, archiver.Deps{
+		Source: failingCommits{r}, DeadLetters: dl, NewSink: newTestSink, Topic: e.kc.Topics.Trajectories,
+		Committed: func(context.Context) (map[int]int64, error) { return nil, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := runAsync(runCtx, a)
+	for {
+		if ds := readDataset(t, cfg.Dir); len(ds.rows) == len(trajs) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("first run did not archive everything")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	stop()
+	<-done
+	admin, _ := tkafka.NewAdmin(e.kc)
+	if com, _ := admin.CommittedOffsets(ctx, cfg.Group, e.kc.Topics.Trajectories); len(com) != 0 {
+		t.Fatalf("offsets committed despite the simulated crash: %v", com)
+	}
+
+	reg := prometheus.NewRegistry()
+	a2, err := openArchiver(t, ctx, e, cfg, nil, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a2.Summary.PinnedIDs != len(trajs) {
+		t.Fatalf("start-up pinned %d ids, want %d", a2.Summary.PinnedIDs, len(trajs))
+	}
+	runCtx, stop = context.WithCancel(ctx)
+	done = runAsync(runCtx, a2)
+	waitCommitted(t, ctx, e, cfg.Group)
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	checkExactlyOnce(t, readDataset(t, cfg.Dir), trajs)
+	if a2.Summary.Duplicates != len(trajs) || a2.Summary.Rows != 0 {
+		t.Fatalf("second run summary %+v: want everything dropped as duplicates", a2.Summary)
+	}
+}

@@ -1,0 +1,102 @@
+package archiver
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"tau2rl/schemas"
+)
+
+// Config configures the archiver (the `archiver:` block of tau2-archiver's
+// YAML). DefaultConfig documents the defaults.
+type Config struct {
+	// Dir is the dataset root; Hive partitions domain=<d>/date=<YYYY-MM-DD>/
+	// are created under it. Default "data/trajectories".
+	Dir string `yaml:"dir"`
+	// Group is the Kafka consumer group. Default "archiver".
+	Group string `yaml:"group"`
+	// Topic overrides the trajectories topic of the kafka config; empty
+	// uses kafka.topics.trajectories. Default "".
+	Topic string `yaml:"topic"`
+	// RollBytes closes a Parquet file once its estimated size reaches it.
+	// Default 128 MiB.
+	RollBytes int64 `yaml:"roll_bytes"`
+	// RollInterval closes a Parquet file this long after it was opened,
+	// however small. Offsets are committed only for closed files, so this
+	// also bounds how much is redelivered after a crash. Default 60s.
+	RollInterval time.Duration `yaml:"roll_interval"`
+	// RowGroupBytes flushes a row group once this many estimated bytes are
+	// buffered for a file; it bounds the memory of each open file. Default
+	// 32 MiB.
+	RowGroupBytes int64 `yaml:"row_group_bytes"`
+	// MaxOpenFiles closes the oldest file when more partitions than this
+	// are open at once. Default 32.
+	MaxOpenFiles int `yaml:"max_open_files"`
+	// DedupWindow is how many recent trajectory ids are remembered to drop
+	// duplicates published twice by producers (16 bytes + map overhead,
+	// about 40 MB per million). Redeliveries by Kafka are removed
+	// regardless of the window (see the package documentation). Default
+	// 1,000,000.
+	DedupWindow int `yaml:"dedup_window"`
+	// CommitInterval is how often durable progress is committed and time
+	// rolls are checked. Default 1s.
+	CommitInterval time.Duration `yaml:"commit_interval"`
+	// DecodeWorkers decode Arrow messages in parallel (order is kept).
+	// Default 2.
+	DecodeWorkers int `yaml:"decode_workers"`
+}
+
+// DefaultConfig returns the defaults documented on Config.
+func DefaultConfig() Config {
+	return Config{
+		Dir:            "data/trajectories",
+		Group:          "archiver",
+		RollBytes:      128 << 20,
+		RollInterval:   60 * time.Second,
+		RowGroupBytes:  32 << 20,
+		MaxOpenFiles:   32,
+		DedupWindow:    1_000_000,
+		CommitInterval: time.Second,
+		DecodeWorkers:  2,
+	}
+}
+
+// Validate reports configuration errors, naming YAML fields.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Dir == "" {
+		errs = append(errs, errors.New("dir: required"))
+	}
+	if c.Group == "" {
+		errs = append(errs, errors.New("group: required"))
+	}
+	if c.RollBytes < 1<<10 {
+		errs = append(errs, fmt.Errorf("roll_bytes: %d is below 1 KiB", c.RollBytes))
+	}
+	if c.RollInterval <= 0 {
+		errs = append(errs, errors.New("roll_interval: must be positive"))
+	}
+	if c.RowGroupBytes < 1<<10 {
+		errs = append(errs, fmt.Errorf("row_group_bytes: %d is below 1 KiB", c.RowGroupBytes))
+	}
+	if c.MaxOpenFiles < 1 {
+		errs = append(errs, fmt.Errorf("max_open_files: %d must be ≥ 1", c.MaxOpenFiles))
+	}
+	if c.DedupWindow < 0 {
+		errs = append(errs, fmt.Errorf("dedup_window: %d must be ≥ 0", c.DedupWindow))
+	}
+	if c.CommitInterval <= 0 {
+		errs = append(errs, errors.New("commit_interval: must be positive"))
+	}
+	if c.DecodeWorkers < 1 {
+		errs = append(errs, fmt.Errorf("decode_workers: %d must be ≥ 1", c.DecodeWorkers))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("archiver config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// version is recorded in every file the archiver writes.
+var version = "tau2-archiver schema " + schemas.SchemaVersion

@@ -1,0 +1,63 @@
+package archiver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	tkafka "tau2rl/consumers/kafka"
+)
+
+// closingSource is the group reader that also closes the dead-letter writer
+// when the run ends.
+type closingSource struct {
+	*tkafka.GroupReader
+	dl *tkafka.DeadLetters
+}
+
+func (s closingSource) Close() error {
+	return errors.Join(s.GroupReader.Close(), s.dl.Close())
+}
+
+// OpenKafka opens an archiver on the Kafka cluster of kc: a group reader on
+// cfg.Topic (default kc.Topics.Trajectories) in group cfg.Group, dead letters
+// to kc.Topics.DeadLetters, and the group's committed offsets for start-up.
+// Fields of d that are set (FS, NewSink, Metrics, Log, Now) are kept; km
+// are the transport metrics (may be nil).
+func OpenKafka(ctx context.Context, cfg Config, kc tkafka.Config, d Deps, km *tkafka.Metrics) (*Archiver, error) {
+	topic := cfg.Topic
+	if topic == "" {
+		topic = kc.Topics.Trajectories
+	}
+	if d.MaxMessageBytes == 0 {
+		d.MaxMessageBytes = kc.MaxMessageBytes
+	}
+	admin, err := tkafka.NewAdmin(kc)
+	if err != nil {
+		return nil, err
+	}
+	if err := admin.EnsureTopics(ctx, topic, kc.Topics.DeadLetters); err != nil {
+		return nil, fmt.Errorf("archiver: %w", err)
+	}
+	dl, err := tkafka.NewDeadLetters(kc, "archiver", km)
+	if err != nil {
+		return nil, err
+	}
+	r, err := tkafka.NewGroupReader(kc, cfg.Group, []string{topic}, km)
+	if err != nil {
+		dl.Close()
+		return nil, err
+	}
+	d.Source = closingSource{GroupReader: r, dl: dl}
+	d.DeadLetters = dl
+	d.Topic = topic
+	d.Committed = func(ctx context.Context) (map[int]int64, error) {
+		return admin.CommittedOffsets(ctx, cfg.Group, topic)
+	}
+	a, err := Open(ctx, cfg, d)
+	if err != nil {
+		d.Source.Close()
+		return nil, err
+	}
+	return a, nil
+}

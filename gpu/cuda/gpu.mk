@@ -1,0 +1,44 @@
+# gpu/cuda/gpu.mk: the CUDA backend's build, tests and benchmarks; included by the top Makefile.
+#
+#   make gpu        nvcc csrc/*.cu -> gpu/cuda/build/libt2cuda.a, then go build -tags cuda ./gpu/cuda/
+#   make gpu-test   the -tags cuda tests: kernels vs gpu/cpu, tree-packed vs unpacked, and the PyTorch
+#                   check (gpu/cuda/pytorch/check.py: transformers Qwen3ForCausalLM, autograd,
+#                   torch.optim.AdamW) when python3 has torch and transformers
+#   make gpu-bench  training-step benchmarks (Go, -tags cuda) and the same shapes in PyTorch
+#
+# Needs nvcc (CUDA ≥ 11.8; sm_90 by default: GPU_ARCH='-gencode arch=compute_80,code=sm_80' for
+# A100) and cuBLAS. Nothing here runs in CI: without the cuda tag no Go file of gpu/cuda uses cgo.
+
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(shell command -v nvcc 2>/dev/null || echo $(CUDA_HOME)/bin/nvcc)
+GPU_ARCH ?= -gencode arch=compute_90,code=sm_90
+GPU_NVCCFLAGS ?= -O3 -std=c++17 -lineinfo -Xcompiler -fPIC $(GPU_ARCH)
+GPU_DIR := gpu/cuda
+GPU_SRC := $(wildcard $(GPU_DIR)/csrc/*.cu)
+GPU_OBJ := $(patsubst $(GPU_DIR)/csrc/%.cu,$(GPU_DIR)/build/%.o,$(GPU_SRC))
+GPU_LIB := $(GPU_DIR)/build/libt2cuda.a
+GPU_CGO_LDFLAGS := $(if $(wildcard $(CUDA_HOME)/lib64),-L$(CUDA_HOME)/lib64)
+GPU_BENCHTIME ?= 5x
+
+$(GPU_DIR)/build/%.o: $(GPU_DIR)/csrc/%.cu $(GPU_DIR)/csrc/t2cuda.h $(GPU_DIR)/csrc/common.cuh
+	@mkdir -p $(@D)
+	$(NVCC) $(GPU_NVCCFLAGS) -c $< -o $@
+
+$(GPU_LIB): $(GPU_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+.PHONY: gpu gpu-test gpu-bench gpu-clean
+gpu: $(GPU_LIB)
+	CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(CGO_LDFLAGS)" go build -tags cuda ./gpu/cuda/
+
+gpu-test: gpu
+	CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(CGO_LDFLAGS)" go test -tags cuda -count=1 -v ./gpu/cuda/
+
+gpu-bench: gpu
+	CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(CGO_LDFLAGS)" go test -tags cuda -count=1 -run '^$$' \
+		-bench . -benchtime $(GPU_BENCHTIME) -timeout 60m ./gpu/cuda/
+	python3 $(GPU_DIR)/pytorch/bench.py
+
+gpu-clean:
+	rm -rf $(GPU_DIR)/build

@@ -1,0 +1,366 @@
+//go:build cuda
+
+package cuda
+
+/*
+#include "t2cuda.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+
+	"tau2rl/gpu"
+)
+
+// layerActs are the activations one layer's backward pass reads (bf16 unless noted).
+type layerActs struct {
+	xn1, qkv, qr, kr, att, x2, xn2, gu, h dptr
+	rstd1, rstdq, rstdk, lse, rstd2       dptr // fp32
+}
+
+// activations holds every device buffer sized by the micro-batch: per-layer activations (one set
+// for all layers with recomputation or in LogProbs, one per layer otherwise), the residual stream
+// at each layer boundary, backward scratch, and the batch's index arrays.
+type activations struct {
+	cap, sets int
+	ptrs      []dptr
+	bytes     int64 // device memory held by ptrs
+
+	layer []layerActs
+	xs    []dptr // residual stream entering layer l (xs[L] leaves the last layer) [cap, H]
+	xf    dptr   // final RMSNorm output [cap, H]
+	rstdf dptr
+	a     dptr // o_proj / down_proj output before the residual add [cap, H]
+
+	dresid, dresidBF dptr // residual-stream gradient, fp32 and a bf16 copy [cap, H]
+	dxn, dh, dgu     dptr // [cap, H], [cap, I], [cap, 2I]
+	datt, dq, dk     dptr // [cap, QD], [cap, QD], [cap, KVD]
+	dqkv, di         dptr // [cap, QD+2KVD]; fp32 [nh, cap]
+	logits           dptr // bf16 [chunk, V]
+	chunk            int
+
+	tokens, positions, parent, send, blockmax, childOff, childIdx dptr // int32
+	logp, ent, rowLse, rowEnt, dlogp                              dptr // fp32 [cap]
+}
+
+func (a *activations) free() error {
+	var errs []error
+	for _, p := range a.ptrs {
+		if err := free(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	*a = activations{}
+	return errors.Join(errs...)
+}
+
+// ensure sizes the activation buffers for n nodes; it reallocates only when n grows past capacity.
+func (b *Backend) ensure(n int) error {
+	sets := 1
+	if !b.opt.Recompute {
+		sets = b.cfg.NumHiddenLayers
+	}
+	if n <= b.act.cap && sets == b.act.sets {
+		return nil
+	}
+	b.held -= b.act.bytes
+	if err := b.act.free(); err != nil {
+		return fmt.Errorf("cuda: free activations: %w", err)
+	}
+	c := b.cfg
+	H, I, V, nh := c.HiddenSize, c.IntermediateSize, c.VocabSize, c.NumAttentionHeads
+	QD, KVD := c.QDim(), c.KVDim()
+	QKV := QD + 2*KVD
+	capN := alignUp(n, 64)
+	a := &b.act
+	a.cap, a.sets = capN, sets
+	a.chunk = min(b.opt.LogitChunk, capN)
+	var err error
+	get := func(bytes int) dptr {
+		if err != nil {
+			return nil
+		}
+		var p dptr
+		p, err = malloc(bytes)
+		if err == nil {
+			a.ptrs = append(a.ptrs, p)
+			a.bytes += int64(bytes)
+		}
+		return p
+	}
+	bf := func(cols int) dptr { return get(2 * capN * cols) }
+	f32 := func(cols int) dptr { return get(4 * capN * cols) }
+	a.layer = make([]layerActs, sets)
+	for i := range a.layer {
+		la := &a.layer[i]
+		la.xn1, la.qkv, la.qr, la.kr, la.att = bf(H), bf(QKV), bf(QD), bf(KVD), bf(QD)
+		la.x2, la.xn2, la.gu, la.h = bf(H), bf(H), bf(2*I), bf(I)
+		la.rstd1, la.rstdq, la.rstdk, la.lse, la.rstd2 = f32(1), f32(nh), f32(c.NumKeyValueHeads), f32(nh), f32(1)
+	}
+	a.xs = make([]dptr, c.NumHiddenLayers+1)
+	for i := range a.xs {
+		a.xs[i] = bf(H)
+	}
+	a.xf, a.rstdf, a.a = bf(H), f32(1), bf(H)
+	a.dresid, a.dresidBF, a.dxn, a.dh, a.dgu = f32(H), bf(H), bf(H), bf(I), bf(2*I)
+	a.datt, a.dq, a.dk, a.dqkv, a.di = bf(QD), bf(QD), bf(KVD), bf(QKV), f32(nh)
+	a.logits = get(2 * a.chunk * V)
+	a.tokens, a.positions, a.parent, a.send = f32(1), f32(1), f32(1), f32(1)
+	a.blockmax, a.childOff, a.childIdx = get(4*(capN/64+1)), get(4*(capN+1)), f32(1)
+	a.logp, a.ent, a.rowLse, a.rowEnt, a.dlogp = f32(1), f32(1), f32(1), f32(1), f32(1)
+	if err != nil {
+		_ = a.free()
+		return fmt.Errorf("cuda: activations for %d tokens: %w", n, err)
+	}
+	b.held += a.bytes
+	return nil
+}
+
+// uploadBatch validates mb and copies its index arrays (and the children lists the log-prob backward
+// needs) to the device.
+func (b *Backend) uploadBatch(mb *gpu.MicroBatch) error {
+	if err := mb.Validate(b.cfg.VocabSize); err != nil {
+		return fmt.Errorf("cuda: %w", err)
+	}
+	n := mb.Len()
+	if err := b.ensure(n); err != nil {
+		return err
+	}
+	a := &b.act
+	// children in CSR form: child_off[p]..child_off[p+1] index child_idx, children in node order
+	coff := make([]int32, n+1)
+	for _, p := range mb.Parent {
+		if p >= 0 {
+			coff[p+1]++
+		}
+	}
+	for i := 0; i < n; i++ {
+		coff[i+1] += coff[i]
+	}
+	idx := make([]int32, max(n, 1))
+	fill := append([]int32(nil), coff[:n]...)
+	for c, p := range mb.Parent {
+		if p >= 0 {
+			idx[fill[p]] = int32(c)
+			fill[p]++
+		}
+	}
+	for _, u := range []struct {
+		dst dptr
+		src []int32
+	}{
+		{a.tokens, mb.Tokens}, {a.positions, mb.Positions}, {a.parent, mb.Parent}, {a.send, mb.SubtreeEnd},
+		{a.childOff, coff}, {a.childIdx, idx[:n]},
+	} {
+		if err := h2dI32(u.dst, u.src); err != nil {
+			return fmt.Errorf("cuda: upload micro-batch: %w", err)
+		}
+	}
+	if err := statusErr(C.t2_tree_blockmax(i32p(a.blockmax), i32p(a.send), ci(n))); err != nil {
+		return fmt.Errorf("cuda: tree block maxima: %w", err)
+	}
+	b.n = n
+	return nil
+}
+
+func (b *Backend) forward(mb *gpu.MicroBatch, keep bool) (logp, entropy []float32, err error) {
+	if err := b.enter(); err != nil {
+		return nil, nil, err
+	}
+	b.haveForward = false
+	if err := b.uploadBatch(mb); err != nil {
+		return nil, nil, err
+	}
+	a := &b.act
+	c := b.cfg
+	n, H, V := b.n, c.HiddenSize, c.VocabSize
+	eps := C.float(c.RMSNormEps)
+	var s seq
+	s.do("embedding", func() C.t2_status {
+		return C.t2_embedding_fwd(a.xs[0], i32p(a.tokens), b.pw(b.embed), ci(n), ci(H))
+	})
+	for l := range c.NumHiddenLayers {
+		set := 0
+		if keep && !b.opt.Recompute {
+			set = l
+		}
+		b.layerForward(&s, l, &a.layer[set], a.xs[l], a.xs[l+1])
+	}
+	s.do("final norm", func() C.t2_status {
+		return C.t2_rmsnorm_fwd(a.xf, nil, f32p(a.rstdf), a.xs[c.NumHiddenLayers], nil, b.pw(b.norm), ci(n), ci(H), eps)
+	})
+	s.do("zero logp", func() C.t2_status { return C.t2_memset(a.logp, 0, csz(4*n)) })
+	s.do("zero entropy", func() C.t2_status { return C.t2_memset(a.ent, 0, csz(4*n)) })
+	for r0 := 0; r0 < n; r0 += a.chunk {
+		rows := min(a.chunk, n-r0)
+		s.do("lm_head", func() C.t2_status {
+			return C.t2_linear_fwd(b.ctx, a.logits, off(a.xf, r0*H, 2), b.pw(b.lmHead), ci(rows), ci(H), ci(V))
+		})
+		s.do("log-probs", func() C.t2_status {
+			return C.t2_logprob_fwd(f32p(a.logp), f32p(a.ent), f32p(a.rowLse), f32p(a.rowEnt), a.logits,
+				i32p(a.tokens), i32p(a.parent), ci(n), ci(r0), ci(rows), ci(V))
+		})
+	}
+	if s.err != nil {
+		return nil, nil, s.err
+	}
+	logp, entropy = make([]float32, n), make([]float32, n)
+	if err := d2hF32(logp, a.logp); err != nil {
+		return nil, nil, fmt.Errorf("cuda: forward: %w", err)
+	}
+	if err := d2hF32(entropy, a.ent); err != nil {
+		return nil, nil, fmt.Errorf("cuda: forward: %w", err)
+	}
+	if err := syncDevice(); err != nil {
+		return nil, nil, fmt.Errorf("cuda: forward: %w", err)
+	}
+	b.haveForward = keep
+	return logp, entropy, nil
+}
+
+// layerForward computes one decoder layer from xin into xout, leaving its activations in la.
+func (b *Backend) layerForward(s *seq, l int, la *layerActs, xin, xout dptr) {
+	a := &b.act
+	c := b.cfg
+	w := b.layers[l]
+	n, H, I, nh, nkv, d := b.n, c.HiddenSize, c.IntermediateSize, c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
+	QD, KVD := c.QDim(), c.KVDim()
+	QKV := QD + 2*KVD
+	eps, theta := C.float(c.RMSNormEps), C.float(c.RopeTheta)
+	at := func(op string) string { return fmt.Sprintf("layer %d %s", l, op) }
+	s.do(at("input_layernorm"), func() C.t2_status {
+		return C.t2_rmsnorm_fwd(la.xn1, nil, f32p(la.rstd1), xin, nil, b.pw(w.ln1), ci(n), ci(H), eps)
+	})
+	s.do(at("qkv_proj"), func() C.t2_status {
+		return C.t2_linear_fwd(b.ctx, la.qkv, la.xn1, b.pw(w.qkv), ci(n), ci(H), ci(QKV))
+	})
+	s.do(at("q/k norm + rope"), func() C.t2_status {
+		return C.t2_qknorm_rope_fwd(la.qr, la.kr, f32p(la.rstdq), f32p(la.rstdk), la.qkv, b.pw(w.qn), b.pw(w.kn),
+			i32p(a.positions), ci(n), ci(nh), ci(nkv), ci(d), eps, theta)
+	})
+	s.do(at("attention"), func() C.t2_status {
+		return C.t2_attention_fwd(la.att, f32p(la.lse), la.qr, la.kr, off(la.qkv, QD+KVD, 2), ci(QD), ci(KVD), ci(QKV),
+			i32p(a.send), i32p(a.blockmax), ci(n), ci(nh), ci(nkv), ci(d))
+	})
+	s.do(at("o_proj"), func() C.t2_status {
+		return C.t2_linear_fwd(b.ctx, a.a, la.att, b.pw(w.o), ci(n), ci(QD), ci(H))
+	})
+	s.do(at("post_attention_layernorm"), func() C.t2_status {
+		return C.t2_rmsnorm_fwd(la.xn2, la.x2, f32p(la.rstd2), xin, a.a, b.pw(w.ln2), ci(n), ci(H), eps)
+	})
+	s.do(at("gate_up_proj"), func() C.t2_status {
+		return C.t2_linear_fwd(b.ctx, la.gu, la.xn2, b.pw(w.gu), ci(n), ci(H), ci(2*I))
+	})
+	s.do(at("swiglu"), func() C.t2_status { return C.t2_swiglu_fwd(la.h, la.gu, ci(n), ci(I)) })
+	s.do(at("down_proj"), func() C.t2_status {
+		return C.t2_linear_fwd(b.ctx, a.a, la.h, b.pw(w.down), ci(n), ci(I), ci(H))
+	})
+	s.do(at("residual"), func() C.t2_status { return C.t2_add_bf16(xout, la.x2, a.a, csz(n*H)) })
+}
+
+func (b *Backend) backward(dlogp []float32) error {
+	a := &b.act
+	c := b.cfg
+	n, H, V := b.n, c.HiddenSize, c.VocabSize
+	if err := h2dF32(a.dlogp, dlogp); err != nil {
+		return fmt.Errorf("cuda: backward: upload dlogp: %w", err)
+	}
+	var s seq
+	s.do("zero residual gradient", func() C.t2_status { return C.t2_memset(a.dresid, 0, csz(4*n*H)) })
+	for r0 := 0; r0 < n; r0 += a.chunk {
+		rows := min(a.chunk, n-r0)
+		s.do("lm_head (recomputed)", func() C.t2_status {
+			return C.t2_linear_fwd(b.ctx, a.logits, off(a.xf, r0*H, 2), b.pw(b.lmHead), ci(rows), ci(H), ci(V))
+		})
+		s.do("log-prob backward", func() C.t2_status {
+			return C.t2_logprob_bwd(a.logits, f32p(a.rowLse), f32p(a.logp), f32p(a.dlogp), i32p(a.tokens),
+				i32p(a.childOff), i32p(a.childIdx), ci(r0), ci(rows), ci(V))
+		})
+		s.do("lm_head backward (input)", func() C.t2_status {
+			return C.t2_linear_bwd_x(b.ctx, off(a.dxn, r0*H, 2), a.logits, b.pw(b.lmHead), ci(rows), ci(H), ci(V))
+		})
+		s.do("lm_head backward (weight)", func() C.t2_status {
+			return C.t2_linear_bwd_w(b.ctx, b.gw(b.lmHead), a.logits, off(a.xf, r0*H, 2), ci(rows), ci(H), ci(V))
+		})
+	}
+	L := c.NumHiddenLayers
+	s.do("final norm backward", func() C.t2_status {
+		return C.t2_rmsnorm_bwd(f32p(a.dresid), a.dresidBF, b.gw(b.norm), a.dxn, a.xs[L], f32p(a.rstdf),
+			b.pw(b.norm), ci(n), ci(H))
+	})
+	for l := L - 1; l >= 0; l-- {
+		set := l
+		if b.opt.Recompute {
+			set = 0
+			b.layerForward(&s, l, &a.layer[0], a.xs[l], a.xs[l+1])
+		}
+		b.layerBackward(&s, l, &a.layer[set], a.xs[l])
+	}
+	s.do("embedding backward", func() C.t2_status {
+		return C.t2_embedding_bwd(b.gw(b.embed), i32p(a.tokens), f32p(a.dresid), ci(n), ci(H))
+	})
+	if s.err != nil {
+		return s.err
+	}
+	if err := syncDevice(); err != nil {
+		return fmt.Errorf("cuda: backward: %w", err)
+	}
+	return nil
+}
+
+// layerBackward back-propagates a.dresid (the gradient of the layer's output) through layer l,
+// accumulating parameter gradients and leaving the gradient of the layer's input in a.dresid.
+func (b *Backend) layerBackward(s *seq, l int, la *layerActs, xin dptr) {
+	a := &b.act
+	c := b.cfg
+	w := b.layers[l]
+	n, H, I, nh, nkv, d := b.n, c.HiddenSize, c.IntermediateSize, c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
+	QD, KVD := c.QDim(), c.KVDim()
+	QKV := QD + 2*KVD
+	theta := C.float(c.RopeTheta)
+	at := func(op string) string { return fmt.Sprintf("layer %d %s backward", l, op) }
+	s.do(at("down_proj"), func() C.t2_status {
+		return C.t2_linear_bwd_x(b.ctx, a.dh, a.dresidBF, b.pw(w.down), ci(n), ci(I), ci(H))
+	})
+	s.do(at("down_proj weight"), func() C.t2_status {
+		return C.t2_linear_bwd_w(b.ctx, b.gw(w.down), a.dresidBF, la.h, ci(n), ci(I), ci(H))
+	})
+	s.do(at("swiglu"), func() C.t2_status { return C.t2_swiglu_bwd(a.dgu, a.dh, la.gu, ci(n), ci(I)) })
+	s.do(at("gate_up_proj"), func() C.t2_status {
+		return C.t2_linear_bwd_x(b.ctx, a.dxn, a.dgu, b.pw(w.gu), ci(n), ci(H), ci(2*I))
+	})
+	s.do(at("gate_up_proj weight"), func() C.t2_status {
+		return C.t2_linear_bwd_w(b.ctx, b.gw(w.gu), a.dgu, la.xn2, ci(n), ci(H), ci(2*I))
+	})
+	s.do(at("post_attention_layernorm"), func() C.t2_status {
+		return C.t2_rmsnorm_bwd(f32p(a.dresid), a.dresidBF, b.gw(w.ln2), a.dxn, la.x2, f32p(la.rstd2), b.pw(w.ln2),
+			ci(n), ci(H))
+	})
+	s.do(at("o_proj"), func() C.t2_status {
+		return C.t2_linear_bwd_x(b.ctx, a.datt, a.dresidBF, b.pw(w.o), ci(n), ci(QD), ci(H))
+	})
+	s.do(at("o_proj weight"), func() C.t2_status {
+		return C.t2_linear_bwd_w(b.ctx, b.gw(w.o), a.dresidBF, la.att, ci(n), ci(QD), ci(H))
+	})
+	s.do(at("attention"), func() C.t2_status {
+		return C.t2_attention_bwd(a.dq, a.dk, ci(KVD), off(a.dqkv, QD+KVD, 2), ci(QKV), f32p(a.di), a.datt, la.att,
+			f32p(la.lse), la.qr, la.kr, off(la.qkv, QD+KVD, 2), ci(QD), ci(KVD), ci(QKV), i32p(a.send),
+			i32p(a.blockmax), ci(n), ci(nh), ci(nkv), ci(d))
+	})
+	s.do(at("q/k norm + rope"), func() C.t2_status {
+		return C.t2_qknorm_rope_bwd(a.dqkv, b.gw(w.qn), b.gw(w.kn), a.dq, a.dk, la.qkv, f32p(la.rstdq),
+			f32p(la.rstdk), b.pw(w.qn), b.pw(w.kn), i32p(a.positions), ci(n), ci(nh), ci(nkv), ci(d), theta)
+	})
+	s.do(at("qkv_proj"), func() C.t2_status {
+		return C.t2_linear_bwd_x(b.ctx, a.dxn, a.dqkv, b.pw(w.qkv), ci(n), ci(H), ci(QKV))
+	})
+	s.do(at("qkv_proj weight"), func() C.t2_status {
+		return C.t2_linear_bwd_w(b.ctx, b.gw(w.qkv), a.dqkv, la.xn1, ci(n), ci(H), ci(QKV))
+	})
+	s.do(at("input_layernorm"), func() C.t2_status {
+		return C.t2_rmsnorm_bwd(f32p(a.dresid), a.dresidBF, b.gw(w.ln1), a.dxn, xin, f32p(la.rstd1), b.pw(w.ln1),
+			ci(n), ci(H))
+	})
+}

@@ -1,0 +1,118 @@
+package llm
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the Prometheus series of all LLM clients of a process,
+// labelled by endpoint name and operation. A nil *Metrics records nothing.
+type Metrics struct {
+	requests *prometheus.CounterVec   // endpoint, op, outcome
+	latency  *prometheus.HistogramVec // endpoint, op
+	retries  *prometheus.CounterVec   // endpoint, op, reason
+	tokens   *prometheus.CounterVec   // endpoint, direction
+	inflight *prometheus.GaugeVec     // endpoint
+}
+
+// Outcome label values of tau2rl_llm_requests_total.
+const (
+	OutcomeOK          = "ok"
+	OutcomeUnavailable = "unavailable"
+	OutcomeRejected    = "rejected"
+	OutcomeBadResponse = "bad_response"
+	OutcomeCanceled    = "canceled"
+)
+
+// NewMetrics creates the series and registers them with reg (nil: not
+// registered, e.g. in tests). Registering twice on one registry reuses the
+// series already there, so several clients may call it.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "tau2rl", Subsystem: "llm", Name: "requests_total",
+			Help: "LLM calls by endpoint, operation and outcome (ok, unavailable, rejected, bad_response, canceled); one per call, whatever its retries.",
+		}, []string{"endpoint", "op", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "tau2rl", Subsystem: "llm", Name: "request_seconds",
+			Help:    "Wall time of LLM calls including queueing for a concurrency slot and retries.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
+		}, []string{"endpoint", "op"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "tau2rl", Subsystem: "llm", Name: "retries_total",
+			Help: "HTTP attempts that were retried, by reason (connection, timeout, status_429, status_5xx, body).",
+		}, []string{"endpoint", "op", "reason"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "tau2rl", Subsystem: "llm", Name: "tokens_total",
+			Help: "Tokens sent (in: prompt) and received (out: completion) by successful calls.",
+		}, []string{"endpoint", "direction"}),
+		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "tau2rl", Subsystem: "llm", Name: "inflight",
+			Help: "Calls holding a concurrency slot of the endpoint.",
+		}, []string{"endpoint"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var err error
+	if m.requests, err = register(reg, m.requests); err != nil {
+		return nil, err
+	}
+	if m.latency, err = register(reg, m.latency); err != nil {
+		return nil, err
+	}
+	if m.retries, err = register(reg, m.retries); err != nil {
+		return nil, err
+	}
+	if m.tokens, err = register(reg, m.tokens); err != nil {
+		return nil, err
+	}
+	if m.inflight, err = register(reg, m.inflight); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		return c, fmt.Errorf("llm: register metrics: %w", err)
+	}
+	return c, nil
+}
+
+func (m *Metrics) observe(endpoint, op, outcome string, seconds float64) {
+	if m == nil {
+		return
+	}
+	m.requests.WithLabelValues(endpoint, op, outcome).Inc()
+	m.latency.WithLabelValues(endpoint, op).Observe(seconds)
+}
+
+func (m *Metrics) retry(endpoint, op, reason string) {
+	if m != nil {
+		m.retries.WithLabelValues(endpoint, op, reason).Inc()
+	}
+}
+
+// Tokens adds to the token counters; clients call it on success.
+func (m *Metrics) Tokens(endpoint string, in, out int) {
+	if m == nil {
+		return
+	}
+	m.tokens.WithLabelValues(endpoint, "in").Add(float64(in))
+	m.tokens.WithLabelValues(endpoint, "out").Add(float64(out))
+}
+
+func (m *Metrics) inflightAdd(endpoint string, d float64) {
+	if m != nil {
+		m.inflight.WithLabelValues(endpoint).Add(d)
+	}
+}

@@ -1,0 +1,151 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// VLLM is a Policy on vLLM's POST /v1/completions with a token-id prompt
+// (inference-servers.md §3), asking for token ids back (return_token_ids)
+// and log-probs of the sampled tokens (logprobs: 0). go-openai cannot send a
+// token-id prompt, hence plain net/http.
+type VLLM struct {
+	ep    *Endpoint
+	model string
+}
+
+// NewVLLM returns a client for the vLLM server at ep; model is its served
+// model name ("" lets the server pick its only model).
+func NewVLLM(ep *Endpoint, model string) *VLLM { return &VLLM{ep: ep, model: model} }
+
+type vllmCompletionRequest struct {
+	Model                  string  `json:"model,omitempty"`
+	Prompt                 []int32 `json:"prompt"`
+	MaxTokens              int     `json:"max_tokens"`
+	Temperature            float64 `json:"temperature"` // always sent: 0 is greedy
+	TopP                   float64 `json:"top_p"`
+	TopK                   int     `json:"top_k"` // 0 disables
+	MinP                   float64 `json:"min_p"`
+	StopTokenIDs           []int32 `json:"stop_token_ids,omitempty"`
+	Seed                   *int64  `json:"seed,omitempty"`
+	Logprobs               int     `json:"logprobs"`
+	ReturnTokenIDs         bool    `json:"return_token_ids"`
+	ReturnTokensAsTokenIDs bool    `json:"return_tokens_as_token_ids"`
+	SkipSpecialTokens      bool    `json:"skip_special_tokens"`
+	RequestID              string  `json:"request_id,omitempty"`
+}
+
+type vllmCompletionResponse struct {
+	Choices []struct {
+		Index    int    `json:"index"`
+		Text     string `json:"text"`
+		Logprobs *struct {
+			Tokens        []string   `json:"tokens"`
+			TokenLogprobs []*float64 `json:"token_logprobs"`
+		} `json:"logprobs"`
+		FinishReason *string `json:"finish_reason"`
+		StopReason   any     `json:"stop_reason"`
+		TokenIDs     []int32 `json:"token_ids"`
+		PromptIDs    []int32 `json:"prompt_token_ids"`
+	} `json:"choices"`
+	Usage struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+}
+
+// Generate implements Policy.
+func (c *VLLM) Generate(ctx context.Context, req GenerateRequest) (GenerateResult, error) {
+	const op = "completions"
+	if err := req.validate(); err != nil {
+		return GenerateResult{}, &Error{Endpoint: c.ep.name, Op: op, Kind: ErrRejected, Err: err}
+	}
+	body, err := json.Marshal(vllmCompletionRequest{
+		Model: c.model, Prompt: req.InputIDs, MaxTokens: req.MaxNewTokens,
+		Temperature: req.Temperature, TopP: req.topP(), TopK: max(req.TopK, 0), MinP: req.MinP,
+		StopTokenIDs: req.StopTokenIDs, Seed: req.Seed, Logprobs: 0,
+		ReturnTokenIDs: true, ReturnTokensAsTokenIDs: true, SkipSpecialTokens: false,
+		RequestID: req.RequestID,
+	})
+	if err != nil {
+		return GenerateResult{}, &Error{Endpoint: c.ep.name, Op: op, Kind: ErrRejected, Err: err}
+	}
+	start := time.Now()
+	data, err := c.ep.Do(ctx, op, http.MethodPost, "/v1/completions", body)
+	if err != nil {
+		return GenerateResult{}, err
+	}
+	res, err := decodeVLLM(data)
+	if err != nil {
+		return GenerateResult{}, &Error{Endpoint: c.ep.name, Op: op, Kind: ErrBadResponse, Err: err, Body: snippet(data)}
+	}
+	res.Latency = time.Since(start)
+	if res.PromptTokens == 0 {
+		res.PromptTokens = len(req.InputIDs)
+	}
+	c.ep.metrics.Tokens(c.ep.name, len(req.InputIDs), len(res.OutputIDs))
+	return res, nil
+}
+
+func decodeVLLM(data []byte) (GenerateResult, error) {
+	var r vllmCompletionResponse
+	if err := json.Unmarshal(data, &r); err != nil {
+		return GenerateResult{}, fmt.Errorf("decode /v1/completions response: %w", err)
+	}
+	if len(r.Choices) != 1 {
+		return GenerateResult{}, fmt.Errorf("want 1 choice, got %d", len(r.Choices))
+	}
+	ch := r.Choices[0]
+	if ch.Logprobs == nil {
+		return GenerateResult{}, fmt.Errorf("choice has no logprobs")
+	}
+	ids := ch.TokenIDs
+	if ids == nil { // older servers: recover ids from "token_id:N" strings
+		ids = make([]int32, len(ch.Logprobs.Tokens))
+		for i, t := range ch.Logprobs.Tokens {
+			s, ok := strings.CutPrefix(t, "token_id:")
+			n, err := strconv.ParseInt(s, 10, 32)
+			if !ok || err != nil {
+				return GenerateResult{}, fmt.Errorf("no token_ids and logprobs.tokens[%d]=%q is not token_id:N", i, t)
+			}
+			ids[i] = int32(n)
+		}
+	}
+	if len(ch.Logprobs.TokenLogprobs) != len(ids) {
+		return GenerateResult{}, fmt.Errorf("%d token_logprobs for %d token_ids", len(ch.Logprobs.TokenLogprobs), len(ids))
+	}
+	res := GenerateResult{OutputIDs: ids, Logprobs: make([]float32, len(ids)), MatchedStop: -1, PromptTokens: r.Usage.PromptTokens}
+	for i, lp := range ch.Logprobs.TokenLogprobs {
+		if lp == nil {
+			return GenerateResult{}, fmt.Errorf("token_logprobs[%d] is null", i)
+		}
+		res.Logprobs[i] = float32(*lp)
+	}
+	if ch.FinishReason == nil {
+		return GenerateResult{}, fmt.Errorf("finish_reason is null")
+	}
+	switch *ch.FinishReason {
+	case "stop":
+		res.FinishReason = FinishStop
+		switch v := ch.StopReason.(type) {
+		case float64:
+			res.MatchedStop = int32(v)
+		case nil:
+			if len(ids) > 0 { // EOS: the last token is the EOS id
+				res.MatchedStop = ids[len(ids)-1]
+			}
+		}
+	case "length":
+		res.FinishReason = FinishLength
+	case "abort":
+		res.FinishReason = FinishAbort
+	default:
+		return GenerateResult{}, fmt.Errorf("unknown finish_reason %q", *ch.FinishReason)
+	}
+	return res, nil
+}

@@ -1,0 +1,267 @@
+// Package synthetic is a SYNTHETIC trajectory source: it publishes fake
+// trajectories of realistic shape (schemas.Synthetic: 30 policy calls, an
+// 8k-token context, tool calls, incremental prompts) to the trajectories
+// topic at a chosen rate. It exists for load tests, benchmarks and `make
+// run` before the real producer is wired in; its output is tagged
+// source=synthetic, its metrics and logs say "synthetic", and nothing it
+// publishes is a τ² episode or may be trained on.
+package synthetic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"tau2rl/schemas"
+)
+
+// Publisher sends framed messages and returns once they are acknowledged.
+// *kafka.Writer (consumers/kafka) implements it.
+type Publisher interface {
+	PublishFramed(ctx context.Context, msgs ...schemas.Framed) error
+}
+
+// Config configures the synthetic source (the `synthetic:` block of
+// tau2-producer's config in mode synthetic).
+type Config struct {
+	// Rate is trajectories per second; 0 publishes as fast as the
+	// publisher accepts. Default 100.
+	Rate float64 `yaml:"rate"`
+	// Total stops the source after this many trajectories; 0 runs until
+	// the context ends. Default 0.
+	Total int `yaml:"total"`
+	// Batch is how many messages go to the publisher per call (one produce
+	// round trip). Default 64.
+	Batch int `yaml:"batch"`
+	// Pool is how many distinct base trajectories are generated up front;
+	// each published copy gets a fresh id, trial and timestamps. Keep it
+	// larger than a Kafka batch, or zstd would see repeated payloads and
+	// flatter the compression. Default 256.
+	Pool int `yaml:"pool"`
+	// Domains are cycled through (one partition directory each in the
+	// archive). Default airline, retail, telecom.
+	Domains []string `yaml:"domains"`
+	// Seed makes a run reproducible. Default 1.
+	Seed uint64 `yaml:"seed"`
+	// Trajectory shapes every trajectory (calls, context and completion
+	// lengths, tasks, policy version). Default schemas.DefaultSyntheticOptions.
+	Trajectory schemas.SyntheticOptions `yaml:"trajectory"`
+}
+
+// DefaultConfig returns the defaults documented on Config.
+func DefaultConfig() Config {
+	return Config{
+		Rate: 100, Batch: 64, Pool: 256, Seed: 1,
+		Domains:    []string{"airline", "retail", "telecom"},
+		Trajectory: schemas.DefaultSyntheticOptions(),
+	}
+}
+
+// Validate reports configuration errors.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Rate < 0 {
+		errs = append(errs, fmt.Errorf("rate: %v must be ≥ 0", c.Rate))
+	}
+	if c.Total < 0 {
+		errs = append(errs, fmt.Errorf("total: %d must be ≥ 0", c.Total))
+	}
+	if c.Batch < 1 {
+		errs = append(errs, fmt.Errorf("batch: %d must be ≥ 1", c.Batch))
+	}
+	if c.Pool < 1 {
+		errs = append(errs, fmt.Errorf("pool: %d must be ≥ 1", c.Pool))
+	}
+	if len(c.Domains) == 0 {
+		errs = append(errs, errors.New("domains: at least one domain"))
+	}
+	for _, d := range c.Domains {
+		if err := schemas.ValidatePathComponent(d); err != nil {
+			errs = append(errs, fmt.Errorf("domains: %w", err))
+		}
+	}
+	if err := schemas.ValidatePathComponent(c.Trajectory.Split); err != nil {
+		errs = append(errs, fmt.Errorf("trajectory.split: %w", err))
+	}
+	if c.Trajectory.Calls < 1 || c.Trajectory.ContextTokens < 1 || c.Trajectory.CompletionTokens < 1 {
+		errs = append(errs, errors.New("trajectory: calls, context_tokens and completion_tokens must be ≥ 1"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("synthetic config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// Metrics of the synthetic source. Names say synthetic so that a dashboard
+// never mistakes this load for real rollouts.
+type Metrics struct {
+	Trajectories prometheus.Counter
+	Bytes        prometheus.Counter
+	Tokens       prometheus.Counter
+	Errors       prometheus.Counter
+	Publish      prometheus.Histogram
+}
+
+// NewMetrics registers the synthetic source's metrics on reg (nil: unregistered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Trajectories: prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2_synthetic_trajectories_total", Help: "SYNTHETIC trajectories published (load source, not rollouts)."}),
+		Bytes:        prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2_synthetic_bytes_total", Help: "Arrow IPC bytes of SYNTHETIC trajectories published."}),
+		Tokens:       prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2_synthetic_generated_tokens_total", Help: "Completion tokens inside SYNTHETIC trajectories published."}),
+		Errors:       prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2_synthetic_publish_errors_total", Help: "Failed publish calls of the SYNTHETIC source."}),
+		Publish: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tau2_synthetic_publish_seconds", Help: "Duration of one SYNTHETIC publish call (a batch).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.Trajectories, m.Bytes, m.Tokens, m.Errors, m.Publish} {
+			if err := reg.Register(c); err != nil {
+				var are prometheus.AlreadyRegisteredError
+				if !errors.As(err, &are) {
+					panic(err)
+				}
+			}
+		}
+	}
+	return m
+}
+
+// Stats summarises a run.
+type Stats struct {
+	Trajectories int
+	Bytes        int64
+	Elapsed      time.Duration
+}
+
+// Source generates and frames synthetic trajectories; Run drives it. It is
+// exported for benchmarks that want the messages without a publisher.
+type Source struct {
+	cfg  Config
+	rng  *rand.Rand
+	pool []*schemas.Trajectory
+	next int
+	seq  int
+}
+
+// NewSource generates the pool of base trajectories.
+func NewSource(cfg Config) (*Source, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Source{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
+	for i := 0; i < cfg.Pool; i++ {
+		o := cfg.Trajectory
+		o.Domain = cfg.Domains[i%len(cfg.Domains)]
+		s.pool = append(s.pool, schemas.Synthetic(s.rng, o))
+	}
+	return s, nil
+}
+
+// Next returns the next synthetic trajectory: a pool member (round robin,
+// so consecutive messages differ) with a fresh id, trial and timestamps.
+// The returned value shares token slices with the pool; do not modify them.
+func (s *Source) Next() *schemas.Trajectory {
+	base := s.pool[s.next]
+	s.next = (s.next + 1) % len(s.pool)
+	s.seq++
+	t := *base
+	t.ID = newID(s.rng)
+	t.RequestID = ""
+	t.Trial = s.rng.IntN(8)
+	shift := time.Duration(s.seq) * time.Millisecond
+	t.StartedAt = base.StartedAt.Add(shift)
+	t.EndedAt = base.EndedAt.Add(shift)
+	return &t
+}
+
+// Frame frames one trajectory as the real producer would.
+func (s *Source) Frame(t *schemas.Trajectory) (schemas.Framed, error) {
+	f, err := schemas.FrameTrajectories(t)
+	if err != nil {
+		return schemas.Framed{}, fmt.Errorf("synthetic: frame %s: %w", t.ID, err)
+	}
+	return f, nil
+}
+
+func newID(rng *rand.Rand) string {
+	a, b := rng.Uint64(), rng.Uint64()
+	a = a&^0xf000 | 0x4000
+	b = b&^(0xc<<60) | (0x8 << 60)
+	return fmt.Sprintf("%08x-%04x-%04x-%04x-%012x", a>>32, (a>>16)&0xffff, a&0xffff, b>>48, b&0xffffffffffff)
+}
+
+// Run publishes synthetic trajectories until cfg.Total is reached or ctx
+// ends (then it returns the stats and nil). A publish error is returned: the
+// source does not retry on its own, since the writer already retried. It
+// logs through slog.Default with source=synthetic.
+func Run(ctx context.Context, cfg Config, pub Publisher, reg prometheus.Registerer) (Stats, error) {
+	log := slog.Default().With("source", "synthetic")
+	src, err := NewSource(cfg)
+	if err != nil {
+		return Stats{}, err
+	}
+	m := NewMetrics(reg)
+	log.Info("synthetic source started: publishing SYNTHETIC trajectories (load test data, not rollouts)",
+		"rate", cfg.Rate, "total", cfg.Total, "calls", cfg.Trajectory.Calls, "context_tokens", cfg.Trajectory.ContextTokens, "domains", cfg.Domains)
+	var st Stats
+	start := time.Now()
+	batch := make([]schemas.Framed, 0, cfg.Batch)
+	for cfg.Total == 0 || st.Trajectories < cfg.Total {
+		if ctx.Err() != nil {
+			break
+		}
+		n := cfg.Batch
+		if cfg.Total > 0 {
+			n = min(n, cfg.Total-st.Trajectories)
+		}
+		if cfg.Rate > 0 {
+			// Pace: the batch is due when the rate allows its first message.
+			due := start.Add(time.Duration(float64(st.Trajectories) / cfg.Rate * float64(time.Second)))
+			if d := time.Until(due); d > 0 {
+				select {
+				case <-ctx.Done():
+					st.Elapsed = time.Since(start)
+					return st, nil
+				case <-time.After(d):
+				}
+			}
+			// Never send more than a second's worth at once at low rates.
+			n = min(n, max(1, int(cfg.Rate)))
+		}
+		batch = batch[:0]
+		var bytes int64
+		var tokens int
+		for i := 0; i < n; i++ {
+			t := src.Next()
+			f, err := src.Frame(t)
+			if err != nil {
+				return st, err
+			}
+			bytes += int64(len(f.Value))
+			tokens += t.GeneratedTokens()
+			batch = append(batch, f)
+		}
+		t0 := time.Now()
+		if err := pub.PublishFramed(ctx, batch...); err != nil {
+			if ctx.Err() != nil {
+				st.Elapsed = time.Since(start)
+				return st, nil
+			}
+			m.Errors.Inc()
+			return st, fmt.Errorf("synthetic: publish %d trajectories: %w", n, err)
+		}
+		m.Publish.Observe(time.Since(t0).Seconds())
+		m.Trajectories.Add(float64(n))
+		m.Bytes.Add(float64(bytes))
+		m.Tokens.Add(float64(tokens))
+		st.Trajectories += n
+		st.Bytes += bytes
+	}
+	st.Elapsed = time.Since(start)
+	log.Info("synthetic source done", "trajectories", st.Trajectories, "bytes", st.Bytes, "elapsed", st.Elapsed)
+	return st, nil
+}

@@ -1,0 +1,133 @@
+package batch
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"tau2rl/schemas"
+	"tau2rl/trainer/advantage"
+	"tau2rl/trainer/group"
+)
+
+// episode builds a trajectory of three calls: call 1's prompt extends call 0 token-exactly,
+// call 2's prompt re-renders the history (drops call 1's completion head), as Qwen3 does with
+// thinking blocks.
+func episode(t *testing.T, id string, reward float64, version int64) *schemas.Trajectory {
+	tr := &schemas.Trajectory{ID: id, TaskID: "5", Domain: "airline", Split: "train", Status: schemas.StatusOK, Reward: reward, ShapedReward: reward}
+	calls := []schemas.CallInput{
+		{Prompt: []int32{10, 11, 12}, Completion: []int32{20, 21}, BehaviorLogprobs: []float32{-0.1, -0.2}, Version: version, ShapedReward: 0.5 * reward},
+		{Prompt: []int32{10, 11, 12, 20, 21, 30}, Completion: []int32{22, 23, 24}, BehaviorLogprobs: []float32{-0.3, -0.4, -0.5}, Version: version,
+			LossMask: []uint8{1, 0, 1}, ShapedReward: 0.75 * reward},
+		{Prompt: []int32{10, 11, 12, 21, 30, 24, 31}, Completion: []int32{25}, BehaviorLogprobs: []float32{-0.6}, Version: version - 1, ShapedReward: reward},
+	}
+	for _, c := range calls {
+		if _, err := tr.AppendCall(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tr.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func testGroup(t *testing.T) *group.Group {
+	return &group.Group{Key: "airline/5", Members: []group.Member{{Traj: episode(t, "a", 1, 3)}, {Traj: episode(t, "b", 0, 3)}}}
+}
+
+func TestBuildPerCall(t *testing.T) {
+	adv := advantage.DefaultConfig()
+	adv.NormStd = false
+	b, err := Build([]*group.Group{testGroup(t)}, adv, DefaultConfig(), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Seqs) != 6 {
+		t.Fatalf("%d sequences, want 6", len(b.Seqs))
+	}
+	s := b.Seqs[1] // member a, call 1
+	if !slices.Equal(s.Tokens, []int32{10, 11, 12, 20, 21, 30, 22, 23, 24}) {
+		t.Fatalf("tokens %v", s.Tokens)
+	}
+	if !slices.Equal(s.Loss, []bool{false, false, false, false, false, false, true, false, true}) {
+		t.Fatalf("loss mask %v", s.Loss)
+	}
+	l := b.Loss[1]
+	if l.Offset != 6 || !slices.Equal(l.Behav, []float32{-0.3, 0, -0.5}) || !slices.Equal(l.Adv, []float32{0.5, 0, 0.5}) {
+		t.Fatalf("loss seq %+v", l)
+	}
+	if b.Info[4] != (SeqInfo{Group: 0, Member: 1, FirstCall: 1, Calls: 1}) {
+		t.Fatalf("info %+v", b.Info[4])
+	}
+	if b.Loss[5].Adv[0] != -0.5 {
+		t.Fatalf("member b advantage %v", b.Loss[5].Adv)
+	}
+	// loss tokens: 2 + 2 + 1 per member; staleness: call 2 is from version 2 → 2, others 1.
+	if b.LossTokens != 10 || b.MaxStaleness != 2 || b.StalenessSum != 2*(4*1+2) {
+		t.Fatalf("loss tokens %d max staleness %d sum %d", b.LossTokens, b.MaxStaleness, b.StalenessSum)
+	}
+}
+
+func TestBuildConversation(t *testing.T) {
+	adv := advantage.DefaultConfig()
+	adv.NormStd = false
+	cfg := Config{SequenceMode: ModeConversation, RewardSource: RewardShaped}
+	b, err := Build([]*group.Group{testGroup(t)}, adv, cfg, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// calls 0+1 merge (token-exact), call 2 does not.
+	if len(b.Seqs) != 4 {
+		t.Fatalf("%d sequences, want 4", len(b.Seqs))
+	}
+	s, l := b.Seqs[0], b.Loss[0]
+	if !slices.Equal(s.Tokens, []int32{10, 11, 12, 20, 21, 30, 22, 23, 24}) ||
+		!slices.Equal(s.Loss, []bool{false, false, false, true, true, false, true, false, true}) {
+		t.Fatalf("merged sequence %+v", s)
+	}
+	// Shaped source, baseline = mean episode shaped reward 0.5; call 0 shaped 0.5 → 0,
+	// call 1 shaped 0.75 → 0.25.
+	if l.Offset != 3 || !slices.Equal(l.Adv, []float32{0, 0, 0, 0.25, 0, 0.25}) ||
+		!slices.Equal(l.Behav, []float32{-0.1, -0.2, 0, -0.3, 0, -0.5}) {
+		t.Fatalf("merged loss %+v", l)
+	}
+	if b.Info[0].Calls != 2 || b.Info[1].FirstCall != 2 {
+		t.Fatalf("info %+v", b.Info)
+	}
+	if math.Abs(b.Advantages[0][1][2]-(-0.5)) > 1e-12 {
+		t.Fatalf("advantages %v", b.Advantages)
+	}
+}
+
+func TestBuildSkipsUntrained(t *testing.T) {
+	g := testGroup(t)
+	for _, m := range g.Members {
+		for k := range m.Traj.Calls {
+			m.Traj.Calls[k].LossMask = make([]uint8, len(m.Traj.Calls[k].CompletionTokens))
+		}
+	}
+	b, err := Build([]*group.Group{g}, advantage.DefaultConfig(), DefaultConfig(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Seqs) != 0 || b.LossTokens != 0 {
+		t.Fatalf("untrained calls produced %d sequences", len(b.Seqs))
+	}
+}
+
+func TestBuildErrors(t *testing.T) {
+	if _, err := Build(nil, advantage.DefaultConfig(), Config{SequenceMode: "tree", RewardSource: RewardTau2}, 0); err == nil {
+		t.Fatal("bad mode accepted")
+	}
+	g := testGroup(t)
+	g.Members[0].Traj.Calls[1].PromptRef = 2 // forward reference
+	if _, err := Build([]*group.Group{g}, advantage.DefaultConfig(), DefaultConfig(), 3); err == nil {
+		t.Fatal("malformed prompt chain accepted")
+	}
+	g = testGroup(t)
+	g.Members[0].Traj.Reward = math.Inf(1)
+	if _, err := Build([]*group.Group{g}, advantage.DefaultConfig(), DefaultConfig(), 3); err == nil {
+		t.Fatal("infinite reward accepted")
+	}
+}

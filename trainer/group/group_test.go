@@ -1,0 +1,183 @@
+package group
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"tau2rl/schemas"
+)
+
+func traj(id, domain, task string, version int64, status schemas.Status) *schemas.Trajectory {
+	t := &schemas.Trajectory{ID: id, Domain: domain, TaskID: task, Split: "train", Status: status, PolicyVersionStart: version}
+	if status == schemas.StatusInfraError {
+		t.Error = "policy server down"
+	}
+	t.Calls = []schemas.LLMCall{{PromptRef: -1, PromptTokens: []int32{1}, CompletionTokens: []int32{2}, BehaviorLogprobs: []float32{-1},
+		VersionRuns: schemas.UniformVersion(version, 1)}}
+	return t
+}
+
+func ok(id, task string) *schemas.Trajectory { return traj(id, "airline", task, 3, schemas.StatusOK) }
+
+func TestAddCompletesGroups(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Size = 3
+	g, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(0, 0)
+	type step struct {
+		tr       *schemas.Trajectory
+		verdict  Verdict
+		complete []string // member ids of a completed group
+	}
+	steps := []step{
+		{ok("a1", "1"), Accepted, nil},
+		{ok("b1", "2"), Accepted, nil},
+		{ok("a1", "1"), Duplicate, nil},
+		{traj("a2", "airline", "1", 3, schemas.StatusInfraError), InfraError, nil},
+		{traj("r1", "retail", "1", 3, schemas.StatusOK), Accepted, nil}, // same task id, other domain
+		{ok("a3", "1"), Accepted, nil},
+		{ok("a4", "1"), Accepted, []string{"a1", "a3", "a4"}},
+		{ok("a5", "1"), Accepted, nil}, // starts the next group of task 1
+		{traj("old", "airline", "1", 1, schemas.StatusOK), Stale, nil},
+	}
+	for i, s := range steps {
+		grp, v := g.Add(Member{Traj: s.tr, Handle: uint64(i)}, now, 4, 2)
+		if v != s.verdict {
+			t.Fatalf("step %d (%s): verdict %v, want %v", i, s.tr.ID, v, s.verdict)
+		}
+		var ids []string
+		if grp != nil {
+			for _, m := range grp.Members {
+				ids = append(ids, m.Traj.ID)
+			}
+			if grp.Key != "airline/1" || grp.Partial {
+				t.Fatalf("group %+v", grp)
+			}
+		}
+		if fmt.Sprint(ids) != fmt.Sprint(s.complete) {
+			t.Fatalf("step %d: completed %v, want %v", i, ids, s.complete)
+		}
+	}
+	if g.Pending() != 3 || g.OpenGroups() != 3 { // b1, r1, a5
+		t.Fatalf("pending %d open %d", g.Pending(), g.OpenGroups())
+	}
+	if n := len(g.PendingMembers()); n != 3 {
+		t.Fatalf("pending members %d", n)
+	}
+}
+
+func TestStaleness(t *testing.T) {
+	cases := []struct {
+		start, token, trainer, maxOff int64
+		stale                         bool
+	}{
+		{5, 5, 7, 2, false},
+		{4, 4, 7, 2, true},
+		{4, 6, 7, 2, false}, // judged by its oldest token, not by the start version
+		{6, 4, 7, 2, true},
+		{5, 6, 7, 2, false},
+		{0, 0, 100, -1, false}, // disabled
+	}
+	for _, c := range cases {
+		tr := traj("x", "airline", "1", c.start, schemas.StatusOK)
+		tr.Calls[0].VersionRuns = schemas.UniformVersion(c.token, 1)
+		got := c.maxOff >= 0 && IsStale(tr, c.trainer, c.maxOff)
+		if got != c.stale {
+			t.Errorf("%+v: stale %v", c, got)
+		}
+	}
+}
+
+func TestExpire(t *testing.T) {
+	for _, c := range []struct {
+		rule           string
+		members        int
+		ready, dropped int
+	}{
+		{OnTimeoutPartial, 3, 1, 0},
+		{OnTimeoutPartial, 1, 0, 1}, // below min size
+		{OnTimeoutDrop, 3, 0, 1},
+	} {
+		t.Run(fmt.Sprint(c), func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Size, cfg.MinSize, cfg.OnTimeout, cfg.Timeout = 8, 2, c.rule, time.Minute
+			g, _ := New(cfg)
+			t0 := time.Unix(1000, 0)
+			for i := 0; i < c.members; i++ {
+				g.Add(Member{Traj: ok(fmt.Sprint(i), "7")}, t0.Add(time.Duration(i)*time.Second), 3, 2)
+			}
+			g.Add(Member{Traj: ok("later", "8")}, t0.Add(50*time.Second), 3, 2)
+			if r, d := g.Expire(t0.Add(59 * time.Second)); len(r)+len(d) != 0 {
+				t.Fatal("expired before the timeout")
+			}
+			r, d := g.Expire(t0.Add(time.Minute))
+			if len(r) != c.ready || len(d) != c.dropped {
+				t.Fatalf("ready %d dropped %d", len(r), len(d))
+			}
+			if c.ready == 1 && !r[0].Partial {
+				t.Fatal("partial group not marked")
+			}
+			if g.OpenGroups() != 1 || g.Pending() != 1 {
+				t.Fatalf("open %d pending %d after expiry", g.OpenGroups(), g.Pending())
+			}
+		})
+	}
+}
+
+func TestPrune(t *testing.T) {
+	grp := &Group{Members: []Member{
+		{Traj: traj("a", "airline", "1", 3, schemas.StatusOK)},
+		{Traj: traj("b", "airline", "1", 5, schemas.StatusOK)},
+		{Traj: traj("c", "airline", "1", 4, schemas.StatusOK)},
+	}}
+	stale := Prune(grp, 6, 1)
+	if len(stale) != 2 || len(grp.Members) != 1 || grp.Members[0].Traj.ID != "b" {
+		t.Fatalf("stale %v kept %v", stale, grp.Members)
+	}
+	if Prune(grp, 100, -1) != nil {
+		t.Fatal("pruned with the check disabled")
+	}
+}
+
+func TestRememberAndBoundedIDs(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.DedupeCapacity = 4
+	g, _ := New(cfg)
+	g.Remember("done")
+	if _, v := g.Add(Member{Traj: ok("done", "1")}, time.Now(), 3, 2); v != Duplicate {
+		t.Fatalf("remembered id: %v", v)
+	}
+	s := newIDSet(2)
+	for _, id := range []string{"a", "b", "c"} {
+		s.add(id)
+	}
+	if !s.has("a") || !s.has("b") || !s.has("c") {
+		t.Fatal("forgot an id within two generations")
+	}
+	s.add("d")
+	s.add("e")
+	if s.has("a") {
+		t.Fatal("did not forget the oldest generation")
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	bad := []func(*Config){
+		func(c *Config) { c.Size = 0 },
+		func(c *Config) { c.Timeout = 0 },
+		func(c *Config) { c.OnTimeout = "keep" },
+		func(c *Config) { c.MinSize = 9 },
+		func(c *Config) { c.DedupeCapacity = 0 },
+	}
+	for i, f := range bad {
+		c := DefaultConfig()
+		f(&c)
+		if _, err := New(c); err == nil {
+			t.Errorf("case %d accepted", i)
+		}
+	}
+}

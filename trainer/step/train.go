@@ -1,0 +1,273 @@
+package step
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"tau2rl/schemas"
+	"tau2rl/trainer/batch"
+	"tau2rl/trainer/checkpoint"
+	"tau2rl/trainer/group"
+	"tau2rl/trainer/loss"
+	"tau2rl/trainer/offsets"
+	"tau2rl/trainer/prefixtree"
+)
+
+// takeBatch pops B groups from the ready queue, dropping members that went stale while they
+// waited (and groups that fall below the minimum size because of it).
+func (t *Trainer) takeBatch() ([]*group.Group, error) {
+	var out []*group.Group
+	for len(out) < t.cfg.BatchSize && len(t.ready) > 0 {
+		g := t.ready[0]
+		t.ready = t.ready[1:]
+		for _, m := range group.Prune(g, t.version, t.cfg.MaxHeadOffpolicyness) {
+			t.d.Metrics.StaleDropped.Inc()
+			if err := t.discard(m); err != nil {
+				return nil, err
+			}
+		}
+		if len(g.Members) < t.grouper.MinSize() {
+			if err := t.discardGroup(g, "pruned"); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// trainStep runs one policy update over B groups (fewer only when pruning emptied the queue).
+func (t *Trainer) trainStep(ctx context.Context) error {
+	start := time.Now()
+	groups, err := t.takeBatch()
+	if err != nil || len(groups) == 0 {
+		return err
+	}
+	phase := func(name string, since time.Time) {
+		t.d.Metrics.PhaseSeconds.WithLabelValues(name).Observe(time.Since(since).Seconds())
+	}
+
+	t0 := time.Now()
+	b, err := batch.Build(groups, t.cfg.Actor.Advantage, t.cfg.Sequences, t.version)
+	if err != nil {
+		return fmt.Errorf("step %d: %w", t.step+1, err)
+	}
+	phase("build", t0)
+	t0 = time.Now()
+	p, err := prefixtree.Pack(b.Seqs, t.cfg.Actor.MBSpec)
+	if err != nil {
+		return fmt.Errorf("step %d: %w", t.step+1, err)
+	}
+	phase("pack", t0)
+	if p.LossTokens == 0 {
+		// Nothing to learn from (every completion token masked): no update, no new version.
+		t.d.Log.Warn("step skipped: no loss tokens", "groups", len(groups))
+		for _, g := range groups {
+			if err := t.discardGroup(g, "no_loss_tokens"); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+
+	stats, gradNorm, err := t.update(p, b.Loss)
+	if err != nil {
+		return fmt.Errorf("step %d: %w", t.step+1, err)
+	}
+	t.step++
+	t.version++
+	t.publishProgress()
+
+	for _, g := range groups {
+		t.d.Metrics.Groups.WithLabelValues("trained").Inc()
+		for _, m := range g.Members {
+			if err := t.tracker.Trained(offsets.Handle(m.Handle), t.step, m.Traj.ID); err != nil {
+				return fmt.Errorf("step %d: trajectory %s: %w", t.step, m.Traj.ID, err)
+			}
+			if t.d.Admission != nil {
+				t.d.Admission.Finished(m.Traj.RequestID, m.Traj.ID)
+			}
+		}
+	}
+	elapsed := time.Since(start)
+	t.record(groups, b, p, stats, gradNorm, elapsed)
+	t.d.Log.Info("step", "step", t.step, "version", t.version, "groups", len(groups), "sequences", len(b.Seqs),
+		"microbatches", len(p.MicroBatches), "tree_token_ratio", p.TokenRatio(), "loss", stats.Loss,
+		"grad_norm", gradNorm, "entropy", stats.Entropy(), "clip_fraction", stats.ClipFraction(), "seconds", elapsed.Seconds())
+	if t.step%int64(t.cfg.Checkpoint.Every) == 0 {
+		return t.checkpoint(ctx)
+	}
+	return nil
+}
+
+// update computes proximal log-probs, then for each minibatch runs forward, loss and backward
+// over its micro-batches and one optimizer step.
+func (t *Trainer) update(p *prefixtree.Packing, seqs []loss.Seq) (loss.Stats, float64, error) {
+	be := t.d.Backend
+	mbs := p.MicroBatches
+	var prox [][]float32
+	if t.cfg.Actor.RecomputeLogprob {
+		t0 := time.Now()
+		prox = make([][]float32, len(mbs))
+		for i, mb := range mbs {
+			lp, _, err := be.LogProbs(&mb.MicroBatch)
+			if err != nil {
+				return loss.Stats{}, 0, fmt.Errorf("proximal log-probs of micro-batch %d: %w", i, err)
+			}
+			prox[i] = lp
+		}
+		t.d.Metrics.PhaseSeconds.WithLabelValues("prox").Observe(time.Since(t0).Seconds())
+	}
+	t0 := time.Now()
+	var stats loss.Stats
+	var gradNorm float64
+	n := t.cfg.Actor.PPONMinibatches
+	for k := 0; k < n; k++ {
+		lo, hi := k*len(mbs)/n, (k+1)*len(mbs)/n
+		var tokens int64
+		for _, mb := range mbs[lo:hi] {
+			tokens += int64(len(mb.RefSeq))
+		}
+		if tokens == 0 {
+			continue
+		}
+		for i := lo; i < hi; i++ {
+			mb := mbs[i]
+			logp, ent, err := be.Forward(&mb.MicroBatch)
+			if err != nil {
+				return stats, 0, fmt.Errorf("forward of micro-batch %d: %w", i, err)
+			}
+			px := logp // recompute_logprob off: the proximal policy is the current one (detached)
+			if prox != nil {
+				px = prox[i]
+			}
+			_, dlogp, err := t.cfg.Actor.Config.Compute(mb, seqs, logp, px, ent, tokens, &stats)
+			if err != nil {
+				return stats, 0, fmt.Errorf("loss of micro-batch %d: %w", i, err)
+			}
+			if err := be.Backward(dlogp); err != nil {
+				return stats, 0, fmt.Errorf("backward of micro-batch %d: %w", i, err)
+			}
+		}
+		gn, err := be.Step(t.cfg.Actor.Optimizer)
+		if err != nil {
+			return stats, 0, fmt.Errorf("optimizer step: %w", err)
+		}
+		gradNorm = gn
+	}
+	t.d.Metrics.PhaseSeconds.WithLabelValues("train").Observe(time.Since(t0).Seconds())
+	return stats, gradNorm, nil
+}
+
+func (t *Trainer) record(groups []*group.Group, b *batch.Batch, p *prefixtree.Packing, st loss.Stats, gradNorm float64, elapsed time.Duration) {
+	m := t.d.Metrics
+	m.Steps.Inc()
+	m.Version.Set(float64(t.version))
+	m.StepSeconds.Observe(elapsed.Seconds())
+	if s := elapsed.Seconds(); s > 0 {
+		m.TokensPerSecond.Set(float64(p.OriginalTokens) / s)
+	}
+	m.TreeTokenRatio.Set(p.TokenRatio())
+	m.PackedTokens.Add(float64(p.PackedTokens))
+	m.OriginalTokens.Add(float64(p.OriginalTokens))
+	m.LossTokens.Add(float64(p.LossTokens))
+	m.MicroBatches.Set(float64(len(p.MicroBatches)))
+	m.Loss.Set(st.Loss)
+	m.GradNorm.Set(gradNorm)
+	m.Entropy.Set(st.Entropy())
+	m.ClipFraction.Set(st.ClipFraction())
+	m.ApproxKL.Set(st.ApproxKL())
+	m.ImportanceWeight.Set(st.Ratio())
+	m.BehavWeight.Set(st.BehavWeight())
+	m.BehavWeightMax.Set(st.BehavWMax)
+	m.BehavCapFraction.Set(st.CapFraction())
+	m.Advantage.Set(st.Advantage())
+	m.StalenessMax.Set(float64(b.MaxStaleness))
+	if b.LossTokens > 0 {
+		m.StalenessMean.Set(float64(b.StalenessSum) / float64(b.LossTokens))
+	}
+	sum, cnt := map[string]float64{}, map[string]int{}
+	var all float64
+	var episodes int
+	for _, g := range groups {
+		for _, mem := range g.Members {
+			sum[g.Domain] += mem.Traj.Reward
+			cnt[g.Domain]++
+			all += mem.Traj.Reward
+			episodes++
+		}
+	}
+	for d, s := range sum {
+		m.Reward.WithLabelValues(d).Set(s / float64(cnt[d]))
+		m.Episodes.WithLabelValues(d).Add(float64(cnt[d]))
+	}
+	t.last = map[string]float64{
+		"loss": st.Loss, "grad_norm": gradNorm, "entropy": st.Entropy(), "clip_fraction": st.ClipFraction(),
+		"tree_token_ratio": p.TokenRatio(), "reward": all / float64(max(episodes, 1)), "loss_tokens": float64(p.LossTokens),
+		"original_tokens": float64(p.OriginalTokens), "packed_tokens": float64(p.PackedTokens), "step_seconds": elapsed.Seconds(),
+	}
+	t.gauges()
+}
+
+// checkpoint saves the weights and state, commits offsets, reloads the servers and publishes the
+// version, in that order.
+func (t *Trainer) checkpoint(ctx context.Context) error {
+	t0 := time.Now()
+	// The tracker now treats the steps as checkpointed; if Save fails below, the error is fatal
+	// (the process restarts from the previous checkpoint), so nothing is committed early.
+	targets, above := t.tracker.Checkpointed(t.step)
+	// Partitions restored from an earlier checkpoint but not seen since keep their targets.
+	seen := map[offsets.TopicPartition]bool{}
+	for _, o := range targets {
+		seen[offsets.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = true
+	}
+	for tp, next := range t.resumeFrom {
+		if !seen[tp] {
+			targets = append(targets, offsets.Target{Topic: tp.Topic, Partition: tp.Partition, Next: next})
+		}
+	}
+	st := checkpoint.State{Version: t.version, Step: t.step, Time: t.d.Now().UTC(), Offsets: targets, TrainedAbove: above, Metrics: t.last}
+	if t.d.Admission != nil {
+		a, err := t.d.Admission.State()
+		if err != nil {
+			return err
+		}
+		st.Admission = a
+	}
+	path, err := t.ckpt.Save(st, func(dir string) error { return t.d.Backend.Save(dir, t.dtype) })
+	if err != nil {
+		return fmt.Errorf("step %d: %w", t.step, err)
+	}
+	t.checkpointedStep = t.step
+	t.d.Metrics.Checkpoints.Inc()
+	t.d.Metrics.PhaseSeconds.WithLabelValues("checkpoint").Observe(time.Since(t0).Seconds())
+
+	// A failed commit is not fatal: the checkpoint records the targets, so after a restart the
+	// messages below them are skipped anyway, and the next checkpoint commits again.
+	if err := t.d.Source.Commit(ctx, targets); err != nil {
+		t.d.Metrics.CommitErrors.Inc()
+		t.d.Log.Error("offset commit failed; retried at the next checkpoint", "step", t.step, "err", err)
+	}
+	if t.d.Reloader != nil {
+		t0 = time.Now()
+		if err := t.d.Reloader.LoadWeights(ctx, path, t.version); err != nil {
+			// Servers keep the previous weights; publishing the version now would mislabel their
+			// tokens. The next checkpoint retries.
+			t.d.Metrics.ReloadErrors.Inc()
+			t.d.Log.Error("inference servers did not reload; version not published", "version", t.version, "path", path, "err", err)
+			return nil
+		}
+		t.d.Metrics.PhaseSeconds.WithLabelValues("reload").Observe(time.Since(t0).Seconds())
+	}
+	if t.d.Versions != nil {
+		pv := schemas.PolicyVersion{Version: t.version, CheckpointPath: path, Time: t.d.Now().UTC()}
+		if err := t.d.Versions.PublishVersion(ctx, pv); err != nil {
+			t.d.Metrics.PublishErrors.Inc()
+			t.d.Log.Error("policy version not published", "version", t.version, "err", err)
+		}
+	}
+	t.d.Log.Info("checkpoint", "version", t.version, "path", path, "offsets", len(targets), "trained_above", len(above))
+	return nil
+}

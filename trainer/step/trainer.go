@@ -1,0 +1,373 @@
+// Package step is the trainer's main loop: consume scored trajectories, group them, and for
+// every B complete groups run one policy-update step on the model backend; checkpoint, commit
+// offsets, reload the inference servers and publish the new policy version; and issue rollout
+// requests under admission control.
+//
+// One goroutine owns everything (grouping state, the backend, offsets); a second one only reads
+// the Source, so Kafka fetching overlaps with training. Order of effects for a step whose
+// checkpoint is due:
+//
+//	train (forward/backward/optimizer) → Save checkpoints/v<N> (atomic) → commit offsets →
+//	reload inference servers → publish PolicyVersion{N}
+//
+// so a committed offset is always covered by a durable checkpoint, and producers learn of a
+// version only once the servers serve it.
+package step
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"tau2rl/gpu"
+	"tau2rl/schemas"
+	"tau2rl/trainer/admission"
+	"tau2rl/trainer/checkpoint"
+	"tau2rl/trainer/group"
+	"tau2rl/trainer/offsets"
+)
+
+// Message is one consumed message: its trajectories (none when the message could not be decoded
+// and was dead-lettered by the source, or held no trajectories) and its position.
+type Message struct {
+	Trajectories []*schemas.Trajectory
+	Topic        string
+	Partition    int
+	Offset       int64
+}
+
+// Source delivers trajectories and commits offsets (consumers/kafka in production).
+type Source interface {
+	// Next blocks until a message is available or ctx ends.
+	Next(ctx context.Context) (Message, error)
+	// Commit stores the given resume offsets.
+	Commit(ctx context.Context, targets []offsets.Target) error
+}
+
+// Reloader tells the inference servers to load a checkpoint (SGLang /update_weights_from_disk,
+// the vLLM equivalent, or a no-op). It matches producers/llm's reloaders.
+type Reloader interface {
+	LoadWeights(ctx context.Context, path string, version int64) error
+}
+
+// VersionPublisher announces a new policy version (the compacted policy-versions topic).
+type VersionPublisher interface {
+	PublishVersion(ctx context.Context, v schemas.PolicyVersion) error
+}
+
+// RequestPublisher publishes rollout requests (the rollout-requests topic).
+type RequestPublisher interface {
+	PublishRequests(ctx context.Context, reqs []schemas.RolloutRequest) error
+}
+
+// Deps are the trainer's collaborators. Backend and Source are required; the others may be nil
+// (no reload, no version publishing, no admission).
+type Deps struct {
+	Backend   gpu.Backend
+	Source    Source
+	Reloader  Reloader
+	Versions  VersionPublisher
+	Requests  RequestPublisher
+	Admission *admission.Manager
+	Metrics   *Metrics
+	Log       *slog.Logger
+	// Now is the clock (time.Now when nil); tests drive timeouts with it.
+	Now func() time.Time
+}
+
+// Trainer runs the loop. Create it with New, optionally Restore a checkpoint state, then Run.
+type Trainer struct {
+	cfg   Config
+	d     Deps
+	dtype gpu.DType
+	ckpt  *checkpoint.Manager
+
+	version int64
+	step    int64
+	// checkpointedStep is the last step covered by a checkpoint.
+	checkpointedStep int64
+	grouper          *group.Grouper
+	tracker          *offsets.Tracker
+	ready            []*group.Group
+	// resumeFrom holds the commit targets of the restored checkpoint: messages below them were
+	// processed before the restart.
+	resumeFrom map[offsets.TopicPartition]int64
+	// last holds metrics of the last step for the checkpoint state.
+	last map[string]float64
+	// progress mirrors step and version for readers on other goroutines.
+	progressStep, progressVersion atomic.Int64
+}
+
+// New validates cfg and builds a trainer at version 0.
+func New(cfg Config, d Deps) (*Trainer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if d.Backend == nil || d.Source == nil {
+		return nil, errors.New("step: a backend and a source are required")
+	}
+	if d.Metrics == nil {
+		m, err := NewMetrics(nil)
+		if err != nil {
+			return nil, err
+		}
+		d.Metrics = m
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	dtype, _ := gpu.ParseDType(cfg.Checkpoint.DType)
+	g, err := group.New(cfg.Group)
+	if err != nil {
+		return nil, err
+	}
+	return &Trainer{
+		cfg: cfg, d: d, dtype: dtype,
+		ckpt:    &checkpoint.Manager{Dir: cfg.Checkpoint.Dir, Keep: cfg.Checkpoint.Keep},
+		grouper: g, tracker: offsets.New(), resumeFrom: map[offsets.TopicPartition]int64{},
+	}, nil
+}
+
+// Restore continues from a checkpoint state: its version and step, offsets below its commit
+// targets are skipped, trajectories it trained above them are ignored when redelivered, and the
+// admission state is restored. The caller has already loaded the checkpoint's weights into the
+// backend.
+func (t *Trainer) Restore(st checkpoint.State) error {
+	t.version, t.step, t.checkpointedStep = st.Version, st.Step, st.Step
+	for _, o := range st.Offsets {
+		t.resumeFrom[offsets.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = o.Next
+	}
+	t.publishProgress()
+	t.grouper.Remember(st.TrainedAbove...)
+	if t.d.Admission != nil {
+		if err := t.d.Admission.Restore(st.Admission); err != nil {
+			return err
+		}
+	}
+	t.d.Metrics.Version.Set(float64(t.version))
+	return nil
+}
+
+// Version returns the current policy version. Safe for concurrent use.
+func (t *Trainer) Version() int64 { return t.progressVersion.Load() }
+
+// Step returns the number of steps taken. Safe for concurrent use.
+func (t *Trainer) Step() int64 { return t.progressStep.Load() }
+
+func (t *Trainer) publishProgress() {
+	t.progressStep.Store(t.step)
+	t.progressVersion.Store(t.version)
+}
+
+type fetched struct {
+	msg Message
+	err error
+}
+
+// Run consumes and trains until ctx ends (returns nil after a final checkpoint of any
+// unsaved steps), MaxSteps is reached, or an unrecoverable error occurs.
+func (t *Trainer) Run(ctx context.Context) error {
+	if err := t.ckpt.CleanTemp(); err != nil {
+		return err
+	}
+	rctx, stopReader := context.WithCancel(ctx)
+	defer stopReader()
+	msgs := make(chan fetched, 1)
+	go func() {
+		for {
+			m, err := t.d.Source.Next(rctx)
+			select {
+			case msgs <- fetched{m, err}:
+			case <-rctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	tick := time.NewTicker(t.cfg.Tick)
+	defer tick.Stop()
+	if err := t.admit(ctx); err != nil {
+		return err
+	}
+	for {
+		if t.cfg.MaxSteps > 0 && t.step >= t.cfg.MaxSteps {
+			return t.finish(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			// Save what was trained; use a fresh context since ctx is done.
+			fctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			return t.finish(fctx)
+		case f := <-msgs:
+			if f.err != nil {
+				if ctx.Err() != nil {
+					continue // shutting down; handled by the Done case
+				}
+				return fmt.Errorf("step: source: %w", f.err)
+			}
+			if err := t.handle(f.msg); err != nil {
+				return err
+			}
+		case <-tick.C:
+			if err := t.expire(); err != nil {
+				return err
+			}
+		}
+		for len(t.ready) >= t.cfg.BatchSize && (t.cfg.MaxSteps == 0 || t.step < t.cfg.MaxSteps) {
+			if err := t.trainStep(ctx); err != nil {
+				return err
+			}
+		}
+		if err := t.admit(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// finish checkpoints steps not yet covered by a checkpoint.
+func (t *Trainer) finish(ctx context.Context) error {
+	if t.step > t.checkpointedStep {
+		return t.checkpoint(ctx)
+	}
+	return nil
+}
+
+// handle routes the trajectories of one message.
+func (t *Trainer) handle(m Message) error {
+	t.d.Metrics.Messages.Inc()
+	tp := offsets.TopicPartition{Topic: m.Topic, Partition: m.Partition}
+	if next, ok := t.resumeFrom[tp]; ok && m.Offset < next {
+		t.d.Metrics.Trajectories.WithLabelValues("resumed").Add(float64(len(m.Trajectories)))
+		return nil // processed before the restart
+	}
+	if len(m.Trajectories) == 0 {
+		t.d.Metrics.EmptyMessages.Inc()
+	}
+	h := t.tracker.Track(tp, m.Offset, len(m.Trajectories))
+	now := t.d.Now()
+	for _, tr := range m.Trajectories {
+		if tr == nil {
+			return fmt.Errorf("step: %s/%d@%d: nil trajectory", m.Topic, m.Partition, m.Offset)
+		}
+		grp, verdict := t.grouper.Add(group.Member{Traj: tr, Handle: uint64(h)}, now, t.version, t.cfg.MaxHeadOffpolicyness)
+		t.d.Metrics.Trajectories.WithLabelValues(verdict.String()).Inc()
+		if verdict != group.Accepted {
+			if verdict == group.Stale {
+				t.d.Metrics.StaleDropped.Inc()
+			}
+			if err := t.discard(group.Member{Traj: tr, Handle: uint64(h)}); err != nil {
+				return err
+			}
+		}
+		if grp != nil {
+			if err := t.release(grp); err != nil {
+				return err
+			}
+		}
+	}
+	t.gauges()
+	return nil
+}
+
+// discard resolves a member that will not be trained.
+func (t *Trainer) discard(m group.Member) error {
+	if t.d.Admission != nil {
+		t.d.Admission.Finished(m.Traj.RequestID, m.Traj.ID)
+	}
+	if err := t.tracker.Discard(offsets.Handle(m.Handle)); err != nil {
+		return fmt.Errorf("step: trajectory %s: %w", m.Traj.ID, err)
+	}
+	return nil
+}
+
+func (t *Trainer) discardGroup(g *group.Group, outcome string) error {
+	t.d.Metrics.Groups.WithLabelValues(outcome).Inc()
+	for _, m := range g.Members {
+		if err := t.discard(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// release filters a complete group and queues it for training.
+func (t *Trainer) release(g *group.Group) error {
+	if keep, reason := t.cfg.Actor.Advantage.Filter(t.cfg.Sequences.AdvantageInput(g)); !keep {
+		t.d.Log.Debug("group filtered", "group", g.Key, "reason", reason, "members", len(g.Members))
+		return t.discardGroup(g, "filtered_"+reason)
+	}
+	t.d.Metrics.Groups.WithLabelValues("ready").Inc()
+	t.ready = append(t.ready, g)
+	return nil
+}
+
+// expire handles group and request timeouts.
+func (t *Trainer) expire() error {
+	now := t.d.Now()
+	ready, dropped := t.grouper.Expire(now)
+	for _, g := range dropped {
+		t.d.Log.Info("incomplete group dropped", "group", g.Key, "members", len(g.Members))
+		if err := t.discardGroup(g, "timeout_dropped"); err != nil {
+			return err
+		}
+	}
+	for _, g := range ready {
+		t.d.Metrics.Groups.WithLabelValues("timeout_partial").Inc()
+		if err := t.release(g); err != nil {
+			return err
+		}
+	}
+	if t.d.Admission != nil {
+		stale, timedOut := t.d.Admission.Expire(t.version, now)
+		t.d.Metrics.ExpiredRequests.WithLabelValues("stale").Add(float64(stale))
+		t.d.Metrics.ExpiredRequests.WithLabelValues("timeout").Add(float64(timedOut))
+	}
+	t.gauges()
+	return nil
+}
+
+// admit publishes as many rollout requests as admission allows.
+func (t *Trainer) admit(ctx context.Context) error {
+	a := t.d.Admission
+	if a == nil || t.d.Requests == nil {
+		return nil
+	}
+	stale, timedOut := a.Expire(t.version, t.d.Now())
+	t.d.Metrics.ExpiredRequests.WithLabelValues("stale").Add(float64(stale))
+	t.d.Metrics.ExpiredRequests.WithLabelValues("timeout").Add(float64(timedOut))
+	if a.Capacity() == 0 {
+		return nil
+	}
+	reqs, err := a.Issue(t.version, t.d.Now())
+	if err != nil {
+		a.Cancel(reqs)
+		return err
+	}
+	if err := t.d.Requests.PublishRequests(ctx, reqs); err != nil {
+		a.Cancel(reqs)
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("step: publish %d rollout requests: %w", len(reqs), err)
+	}
+	t.d.Metrics.Requests.Add(float64(len(reqs)))
+	t.d.Metrics.LiveRequests.Set(float64(a.Live()))
+	return nil
+}
+
+func (t *Trainer) gauges() {
+	t.d.Metrics.PendingGroups.Set(float64(t.grouper.OpenGroups()))
+	t.d.Metrics.ReadyGroups.Set(float64(len(t.ready)))
+	if t.d.Admission != nil {
+		t.d.Metrics.LiveRequests.Set(float64(t.d.Admission.Live()))
+	}
+}
