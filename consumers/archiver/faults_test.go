@@ -116,7 +116,7 @@ func TestFullDiskInjected(t *testing.T) {
 	cfg := testConfig(filepath.Join(t.TempDir(), "ds"))
 	cfg.RollBytes = 4 << 10 // many small files, so some are durable before the disk fills
 
-	fsys := &fullFS{budget: 40 << 10}
+	fsys := &fullFS{budget: 12 << 10}
 	a, err := openArchiver(t, ctx, e, cfg, fsys, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -307,7 +307,7 @@ func TestRollBySizeAndOpenFileLimit(t *testing.T) {
 	cfg.RollBytes = 2 << 10
 	cfg.RowGroupBytes = 1 << 10
 	cfg.MaxOpenFiles = 1
-	cfg.RollInterval = time.Hour
+	cfg.RollInterval = time.Second // only the last file waits for it
 	a, err := openArchiver(t, ctx, e, cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -141,13 +141,17 @@ func (a *Admin) EndOffsets(ctx context.Context, topic string) (map[int]int64, er
 }
 
 // CommittedOffsets returns, per partition of topic, the offset group will
-// resume from; partitions without a commit are absent.
+// resume from; partitions without a commit are absent (all of them for a
+// group the broker does not know).
 func (a *Admin) CommittedOffsets(ctx context.Context, group, topic string) (map[int]int64, error) {
 	parts, err := a.Partitions(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := a.c.OffsetFetch(ctx, &kafkago.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: parts}})
+	if errors.Is(err, kafkago.GroupIdNotFound) || (err == nil && errors.Is(resp.Error, kafkago.GroupIdNotFound)) {
+		return map[int]int64{}, nil // a group that never committed
+	}
 	if err != nil {
 		return nil, fmt.Errorf("kafka: offset fetch %s/%s: %w", group, topic, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -342,10 +343,11 @@ func FuzzHandlers(f *testing.F) {
 	defer s.Close()
 	h := s.Handler()
 	f.Fuzz(func(t *testing.T, path, body string) {
-		if !strings.HasPrefix(path, "/") {
+		u, err := url.ParseRequestURI(path)
+		if err != nil || !strings.HasPrefix(path, "/") || strings.ContainsAny(path, " \t\r\n") {
 			return
 		}
-		req := httptest.NewRequest(http.MethodPost, "http://x"+strings.SplitN(path, " ", 2)[0], strings.NewReader(body))
+		req := httptest.NewRequest(http.MethodPost, "http://x"+u.RequestURI(), strings.NewReader(body))
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		if rec.Code == 200 && !json.Valid(rec.Body.Bytes()) {

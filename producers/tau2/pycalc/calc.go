@@ -105,7 +105,7 @@ func Eval(expression string) (Value, error) {
 	}
 	p.skip()
 	if p.i < len(p.s) {
-		return nil, syntaxErr()
+		return nil, p.syntaxErrHere()
 	}
 	return v, nil
 }
@@ -113,8 +113,23 @@ func Eval(expression string) (Value, error) {
 func syntaxErr() error { return errors.New("invalid syntax (<string>, line 1)") }
 
 type parser struct {
-	s string
-	i int
+	s     string
+	i     int
+	depth int // open parentheses
+}
+
+// syntaxErrHere is CPython's message for a parse failure at the current
+// position: an unmatched ')' or input ending inside parentheses get their
+// specific texts.
+func (p *parser) syntaxErrHere() error {
+	p.skip()
+	switch {
+	case p.i >= len(p.s) && p.depth > 0:
+		return errors.New("'(' was never closed (<string>, line 1)")
+	case p.i < len(p.s) && p.s[p.i] == ')' && p.depth == 0:
+		return errors.New("unmatched ')' (<string>, line 1)")
+	}
+	return syntaxErr()
 }
 
 func (p *parser) skip() {
@@ -203,11 +218,28 @@ func (p *parser) factor(depth int) (Value, error) {
 	return p.power(depth)
 }
 
-// power := atom ['**' factor]
+// power := atom trailer* ['**' factor], trailer := '(' [expr] ')': a call,
+// which fails at run time since no number is callable (after its argument
+// is evaluated, as in Python).
 func (p *parser) power(depth int) (Value, error) {
 	v, err := p.atom(depth)
 	if err != nil {
 		return nil, err
+	}
+	for p.peek("(") {
+		p.i++
+		p.depth++
+		if !p.peek(")") {
+			if _, err := p.expr(depth + 1); err != nil {
+				return nil, err
+			}
+			if !p.peek(")") {
+				return nil, p.syntaxErrHere()
+			}
+		}
+		p.i++
+		p.depth--
+		return nil, fmt.Errorf("'%s' object is not callable", typeName(v))
 	}
 	if p.peek("**") {
 		p.i += 2
@@ -223,13 +255,15 @@ func (p *parser) power(depth int) (Value, error) {
 func (p *parser) atom(depth int) (Value, error) {
 	p.skip()
 	if p.i >= len(p.s) {
-		return nil, syntaxErr()
+		return nil, p.syntaxErrHere()
 	}
 	c := p.s[p.i]
 	if c == '(' {
 		p.i++
+		p.depth++
 		if p.peek(")") {
 			p.i++
+			p.depth--
 			return tuple{}, nil
 		}
 		v, err := p.expr(depth + 1)
@@ -237,15 +271,16 @@ func (p *parser) atom(depth int) (Value, error) {
 			return nil, err
 		}
 		if !p.peek(")") {
-			return nil, syntaxErr()
+			return nil, p.syntaxErrHere()
 		}
 		p.i++
+		p.depth--
 		return v, nil
 	}
 	if c == '.' || (c >= '0' && c <= '9') {
 		return p.number()
 	}
-	return nil, syntaxErr()
+	return nil, p.syntaxErrHere()
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
@@ -374,10 +409,9 @@ func intOp(op byte, a, b *big.Int) (Value, error) {
 		if b.Sign() == 0 {
 			return nil, errors.New("integer division or modulo by zero")
 		}
-		q, m := new(big.Int).DivMod(a, b, new(big.Int)) // Euclidean
-		// Convert Euclidean to floor division.
-		if m.Sign() != 0 && b.Sign() < 0 {
-			q.Add(q, big.NewInt(1))
+		q, r := new(big.Int).QuoRem(a, b, new(big.Int)) // truncated
+		if r.Sign() != 0 && (r.Sign() < 0) != (b.Sign() < 0) {
+			q.Sub(q, big.NewInt(1)) // floor
 		}
 		return q, nil
 	case 'p':
@@ -476,9 +510,50 @@ func floatPow(a, b float64) (Value, error) {
 		// Python returns a complex number, which float() rejects.
 		return nil, errors.New("float() argument must be a string or a real number, not 'complex'")
 	}
-	r := math.Pow(a, b)
+	var r float64
+	switch {
+	case math.IsInf(a, 0) || math.IsInf(b, 0):
+		r = math.Pow(a, b)
+	case b == math.Trunc(b) && math.Abs(b) <= 1<<20:
+		r = intPow(a, int64(b))
+	case b == 0.5:
+		r = math.Sqrt(a) // glibc's pow(x, 0.5) is the correctly rounded sqrt
+	default:
+		// Non-integer exponents: Go's Pow may differ from glibc's correctly
+		// rounded pow in the last bit.
+		r = math.Pow(a, b)
+	}
 	if math.IsInf(r, 0) && !math.IsInf(a, 0) && !math.IsInf(b, 0) {
 		return nil, errors.New("(34, 'Numerical result out of range')")
 	}
 	return r, nil
+}
+
+// intPow returns a**n correctly rounded (as glibc's pow is), computing the
+// power exactly enough in 512-bit precision.
+func intPow(a float64, n int64) float64 {
+	const prec = 512
+	neg := n < 0
+	if neg {
+		n = -n
+	}
+	base := new(big.Float).SetPrec(prec).SetFloat64(a)
+	acc := new(big.Float).SetPrec(prec).SetInt64(1)
+	for n > 0 {
+		if n&1 == 1 {
+			acc.Mul(acc, base)
+		}
+		n >>= 1
+		if n > 0 {
+			base.Mul(base, base)
+		}
+	}
+	if neg {
+		if acc.Sign() == 0 {
+			return math.Inf(1)
+		}
+		acc.Quo(new(big.Float).SetPrec(prec).SetInt64(1), acc)
+	}
+	f, _ := acc.Float64()
+	return f
 }
