@@ -301,7 +301,7 @@ func TestRollBySizeAndOpenFileLimit(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	trajs := smallTrajectories(7, 120)
+	trajs := smallTrajectories(7, 40)
 	publish(t, ctx, e, trajs)
 	cfg := testConfig(filepath.Join(t.TempDir(), "ds"))
 	cfg.RollBytes = 2 << 10

@@ -4,8 +4,9 @@
 #
 #   bash gpu/cuda/device-check.sh [test|sanitize|bench|torch]...   (default: all four)
 #
-# Logs and JSON reports go to $OUT (or ./gpu-report); each stage has its own time limit so one
-# slow stage cannot eat the others' time.
+# Logs and JSON reports go to $OUT (or ./gpu-report); each stage has its own time limit (T_TEST,
+# T_SAN, T_BENCH, T_TORCH seconds) so one slow stage cannot eat the others' time; T2_BENCH_SHAPES
+# and T2_TORCH_SHAPES narrow the benchmarks.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-report}
@@ -23,20 +24,20 @@ export CGO_ENABLED=1 CGO_LDFLAGS="-L${CUDA_HOME:-/usr/local/cuda}/lib64 ${CGO_LD
 go test -tags cuda -c -o /tmp/cuda.test ./gpu/cuda/ || { echo "TEST BUILD FAILED"; exit 1; }
 rc=0
 if has test; then
-  timeout 300 /tmp/cuda.test -test.v -test.count=1 -test.timeout 290s 2>&1 | tee "$OUT/test.log" | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|check.py|go .*torch|PASS|FAIL|error' | head -80
+  timeout ${T_TEST:-300} /tmp/cuda.test -test.v -test.count=1 2>&1 | tee "$OUT/test.log" | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|check.py|go .*torch|PASS|FAIL|error' | head -80
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
 if has sanitize; then
   for tool in memcheck racecheck; do
-    timeout 240 compute-sanitizer --tool $tool --error-exitcode 3 /tmp/cuda.test -test.count=1 \
+    timeout ${T_SAN:-240} compute-sanitizer --tool $tool --error-exitcode 3 /tmp/cuda.test -test.count=1 \
       -test.run 'TestMatchesCPUReference|TestRecomputeAndChunking|TestStepIsAdamW' 2>&1 | tail -4 | tee "$OUT/sanitize-$tool.log"
     [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
   done
 fi
 if has bench; then
-  timeout 420 /tmp/cuda.test -test.run '^$' -test.bench . -test.benchtime ${GPU_BENCHTIME:-3x} -test.timeout 410s 2>&1 | tee "$OUT/bench.log" | grep -E 'Benchmark|ok|FAIL'
+  timeout ${T_BENCH:-420} /tmp/cuda.test -test.run '^$' -test.bench . -test.benchtime ${GPU_BENCHTIME:-3x} 2>&1 | tee "$OUT/bench.log" | grep -E 'Benchmark|ok|FAIL'
 fi
 if has torch; then
-  timeout 420 python3 gpu/cuda/pytorch/bench.py 2>&1 | tail -12 | tee "$OUT/torch-bench.log"
+  timeout ${T_TORCH:-420} python3 gpu/cuda/pytorch/bench.py 2>&1 | tail -12 | tee "$OUT/torch-bench.log"
 fi
 exit $rc

@@ -16,7 +16,7 @@ func TestParseCompletion(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name, in string
-		want want
+		want     want
 	}{
 		{"plain", "Hello there.", want{content: "Hello there."}},
 		{"empty", "", want{}},

@@ -66,7 +66,7 @@ func ParseRendered(text string) (Rendered, error) {
 			}
 			r.Messages = append(r.Messages, Message{Role: RoleSystem, Content: content})
 		case RoleUser:
-			if strings.HasPrefix(content, ToolRespOpen+"\n") && strings.HasSuffix(content, "\n"+ToolRespClose) {
+			if len(content) >= 2*len(ToolRespOpen)+3 && strings.HasPrefix(content, ToolRespOpen+"\n") && strings.HasSuffix(content, "\n"+ToolRespClose) {
 				inner := content[len(ToolRespOpen)+1 : len(content)-len(ToolRespClose)-1]
 				for _, part := range strings.Split(inner, "\n"+ToolRespClose+"\n"+ToolRespOpen+"\n") {
 					r.Messages = append(r.Messages, Message{Role: RoleTool, Content: part})

@@ -155,7 +155,12 @@ func (d *chatDoer) Do(req *http.Request) (*http.Response, error) {
 			header.Set(k, v)
 		}
 	}
-	r, err := d.ep.do(ctx, op, req.Method, path, body, header)
+	r, err := d.ep.do(ctx, op, req.Method, path, body, header, func(b []byte) error {
+		if !json.Valid(b) {
+			return errors.New("response body is not JSON")
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}

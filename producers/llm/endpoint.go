@@ -174,7 +174,14 @@ type response struct {
 // final 2xx response body or an *Error (4xx: ErrRejected; retries exhausted:
 // ErrUnavailable; caller's context done: wraps ctx.Err()).
 func (e *Endpoint) Do(ctx context.Context, op, method, path string, body []byte) ([]byte, error) {
-	r, err := e.do(ctx, op, method, path, body, nil)
+	return e.DoCheck(ctx, op, method, path, body, nil)
+}
+
+// DoCheck is Do with a check of the 2xx body (typically decoding it): a
+// check error makes the call fail with ErrBadResponse (not retried), and
+// the metrics count it as a bad response rather than a success.
+func (e *Endpoint) DoCheck(ctx context.Context, op, method, path string, body []byte, check func([]byte) error) ([]byte, error) {
+	r, err := e.do(ctx, op, method, path, body, nil, check)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +189,7 @@ func (e *Endpoint) Do(ctx context.Context, op, method, path string, body []byte)
 }
 
 // do is Do with extra request headers, returning the whole response.
-func (e *Endpoint) do(ctx context.Context, op, method, path string, body []byte, header http.Header) (*response, error) {
+func (e *Endpoint) do(ctx context.Context, op, method, path string, body []byte, header http.Header, check func([]byte) error) (*response, error) {
 	start := time.Now()
 	fail := func(outcome string, err error) (*response, error) {
 		e.metrics.observe(e.name, op, outcome, time.Since(start).Seconds())
@@ -204,6 +211,12 @@ func (e *Endpoint) do(ctx context.Context, op, method, path string, body []byte,
 	for attempt := 0; ; attempt++ {
 		r, reason, err := e.attempt(ctx, method, url, body, header)
 		if err == nil && r.status/100 == 2 {
+			if check != nil {
+				if cerr := check(r.body); cerr != nil {
+					return fail(OutcomeBadResponse, &Error{Endpoint: e.name, Op: op, Attempts: attempt + 1, Status: r.status,
+						Kind: ErrBadResponse, Err: cerr, Body: snippet(r.body)})
+				}
+			}
 			e.metrics.observe(e.name, op, OutcomeOK, time.Since(start).Seconds())
 			return r, nil
 		}

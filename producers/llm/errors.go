@@ -74,7 +74,3 @@ func (e *Error) Unwrap() []error {
 func IsInfrastructure(err error) bool {
 	return errors.Is(err, ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
-
-func badResponse(endpoint, op string, format string, args ...any) error {
-	return &Error{Endpoint: endpoint, Op: op, Kind: ErrBadResponse, Err: fmt.Errorf(format, args...)}
-}

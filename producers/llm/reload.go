@@ -68,13 +68,17 @@ func (r *SGLangReloader) LoadWeights(ctx context.Context, path string, version i
 		ModelPath: path, LoadFormat: r.opts.LoadFormat, AbortAllRequests: r.opts.AbortAllRequests,
 		WeightVersion: VersionString(version), FlushCache: !r.opts.KeepCache,
 	})
-	data, err := r.ep.Do(ctx, op, http.MethodPost, "/update_weights_from_disk", body)
-	if err != nil {
-		return err
-	}
 	var res sglangUpdateResponse
-	if err := json.Unmarshal(data, &res); err != nil || res.Success == nil {
-		return badResponse(r.ep.name, op, "decode response %q: %v", snippet(data), err)
+	if _, err := r.ep.DoCheck(ctx, op, http.MethodPost, "/update_weights_from_disk", body, func(data []byte) error {
+		if err := json.Unmarshal(data, &res); err != nil {
+			return fmt.Errorf("decode response: %w", err)
+		}
+		if res.Success == nil {
+			return fmt.Errorf("response has no success field")
+		}
+		return nil
+	}); err != nil {
+		return err
 	}
 	if !*res.Success {
 		return &Error{Endpoint: r.ep.name, Op: op, Kind: ErrRejected, Err: fmt.Errorf("server: %s", res.Message)}

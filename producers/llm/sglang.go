@@ -88,13 +88,12 @@ func (c *SGLang) Generate(ctx context.Context, req GenerateRequest) (GenerateRes
 		return GenerateResult{}, &Error{Endpoint: c.ep.name, Op: op, Kind: ErrRejected, Err: err}
 	}
 	start := time.Now()
-	data, err := c.ep.Do(ctx, op, http.MethodPost, "/generate", body)
-	if err != nil {
+	var res GenerateResult
+	if _, err := c.ep.DoCheck(ctx, op, http.MethodPost, "/generate", body, func(data []byte) (err error) {
+		res, err = decodeSGLang(data)
+		return err
+	}); err != nil {
 		return GenerateResult{}, err
-	}
-	res, err := decodeSGLang(data)
-	if err != nil {
-		return GenerateResult{}, &Error{Endpoint: c.ep.name, Op: op, Kind: ErrBadResponse, Err: err, Body: snippet(data)}
 	}
 	res.Latency = time.Since(start)
 	c.ep.metrics.Tokens(c.ep.name, len(req.InputIDs), len(res.OutputIDs))

@@ -76,13 +76,12 @@ func (c *VLLM) Generate(ctx context.Context, req GenerateRequest) (GenerateResul
 		return GenerateResult{}, &Error{Endpoint: c.ep.name, Op: op, Kind: ErrRejected, Err: err}
 	}
 	start := time.Now()
-	data, err := c.ep.Do(ctx, op, http.MethodPost, "/v1/completions", body)
-	if err != nil {
+	var res GenerateResult
+	if _, err := c.ep.DoCheck(ctx, op, http.MethodPost, "/v1/completions", body, func(data []byte) (err error) {
+		res, err = decodeVLLM(data)
+		return err
+	}); err != nil {
 		return GenerateResult{}, err
-	}
-	res, err := decodeVLLM(data)
-	if err != nil {
-		return GenerateResult{}, &Error{Endpoint: c.ep.name, Op: op, Kind: ErrBadResponse, Err: err, Body: snippet(data)}
 	}
 	res.Latency = time.Since(start)
 	if res.PromptTokens == 0 {

@@ -1,0 +1,243 @@
+// Command tau2-trainer trains a Qwen3 policy with GRPO on scored τ²-bench trajectories from Kafka.
+// It is wiring only; the work is in tau2rl/trainer/... (see trainer/step for the loop).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	tkafka "tau2rl/consumers/kafka"
+	"tau2rl/consumers/kafka/embedded"
+	"tau2rl/gpu"
+	"tau2rl/gpu/cuda"
+	"tau2rl/producers/llm"
+	"tau2rl/trainer/admission"
+	"tau2rl/trainer/checkpoint"
+	"tau2rl/trainer/kafkaio"
+	"tau2rl/trainer/step"
+
+	"tau2rl/cmd/internal/cli"
+)
+
+const usage = `tau2-trainer — GRPO trainer for tool-using agents on τ²-bench (tau2rl)
+
+Consumes scored trajectories (consumer group consumer_group), groups them by task, computes GRPO
+advantages, packs the step's LLM calls into prefix trees, and runs the decoupled PPO update on the
+model backend. Every checkpoint.every steps it saves checkpoints/v<N>/ (Hugging Face safetensors +
+trainer_state.json, atomically), commits the offsets that checkpoint covers, reloads the inference
+servers (reload.backend) and publishes policy version N. It issues rollout requests itself so
+in-flight work never runs more than max_head_offpolicyness versions ahead (admission.*).
+
+It resumes from the newest valid checkpoint in checkpoint.dir; otherwise it starts from model.path
+(a Hugging Face Qwen3 checkpoint) or a random initialisation (model.config, default a tiny shape).
+
+backend: cpu (pure Go reference; small models) or cuda (only in binaries built with -tags cuda).
+
+Advantages default to GRPO (group mean baseline ÷ group std, equal-reward groups dropped). AReaL's
+shipped τ² practice is:
+  actor.advantage.mode=areal actor.advantage.reward_bias=-0.5 actor.advantage.reward_scaling=10
+  actor.advantage.reward_clip=20 actor.advantage.drop_equal_rewards=false actor.advantage.max_mean_reward=0.95
+
+Examples:
+  tau2-trainer --config deploy/trainer.yaml
+  tau2-trainer model.path=/models/Qwen3-1.7B backend=cuda actor.optimizer.lr=1e-5 batch_size=16
+  tau2-trainer kafka.embedded=true admission.enabled=false max_steps=3   # local smoke run`
+
+// ModelConfig says where the initial weights come from when no checkpoint exists yet.
+type ModelConfig struct {
+	// Path is a Hugging Face checkpoint directory (config.json + *.safetensors). Empty: random
+	// initialisation.
+	Path string `yaml:"path"`
+	// Config is a config.json for random initialisation; empty uses gpu.TinyConfig (tests, smoke
+	// runs).
+	Config string `yaml:"config"`
+	// Seed seeds the random initialisation. Default 1.
+	Seed uint64 `yaml:"seed"`
+}
+
+// ReloadConfig names the inference servers to reload after each checkpoint.
+type ReloadConfig struct {
+	// Backend is "none" (default: nothing to reload), "sglang" or "vllm".
+	Backend string `yaml:"backend"`
+	// Model is vLLM's served model name.
+	Model string `yaml:"model"`
+	// Endpoints are the servers (base_url, api_key, timeouts, retries).
+	Endpoints []llm.EndpointConfig `yaml:"endpoints"`
+}
+
+// Config is the trainer's configuration. The training keys (batch_size, max_head_offpolicyness,
+// group.*, actor.*, checkpoint.*, admission.*) are step.Config's, inline.
+type Config struct {
+	// Backend is "cpu" (default) or "cuda".
+	Backend string `yaml:"backend"`
+	// CUDA tunes the cuda backend.
+	CUDA cuda.Options `yaml:"cuda"`
+	// Model is the starting point when checkpoint.dir has no checkpoint.
+	Model ModelConfig `yaml:"model"`
+	// Kafka is the transport.
+	Kafka tkafka.Config `yaml:"kafka"`
+	// ConsumerGroup is the trainer's consumer group. Default "trainer".
+	ConsumerGroup string `yaml:"consumer_group"`
+	// DataDir is the τ² data root, for the task splits admission cycles through. Default: the
+	// TAU2_DATA_DIR environment variable.
+	DataDir string `yaml:"data_dir"`
+	// Reload configures the inference servers to reload.
+	Reload ReloadConfig `yaml:"reload"`
+
+	step.Config `yaml:",inline"`
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		Backend:       "cpu",
+		CUDA:          cuda.DefaultOptions(),
+		Model:         ModelConfig{Seed: 1},
+		Kafka:         tkafka.DefaultConfig(),
+		ConsumerGroup: kafkaio.DefaultGroup,
+		Reload:        ReloadConfig{Backend: "none"},
+		Config:        step.DefaultConfig(),
+	}
+}
+
+// backendFactory builds a model backend; cuda_backend.go registers "cuda" in -tags cuda builds.
+type backendFactory struct {
+	load   func(dir string, c *Config) (gpu.Backend, error)
+	random func(mc gpu.Config, seed uint64, c *Config) (gpu.Backend, error)
+}
+
+var backends = map[string]backendFactory{}
+
+func backendNames() string {
+	var names []string
+	for n := range backends {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+func main() {
+	cfg := DefaultConfig()
+	cli.Main(cli.App{Name: "tau2-trainer", Usage: usage, MetricsAddr: ":9402"}, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
+		return run(ctx, rt, &cfg)
+	})
+}
+
+// openBackend resumes from the latest checkpoint, or starts from model.path or a random init.
+func openBackend(cfg *Config, rt *cli.Runtime) (gpu.Backend, *checkpoint.State, error) {
+	f, ok := backends[cfg.Backend]
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: backend %q is not available in this binary (have: %s; cuda needs -tags cuda)", cli.ErrUsage, cfg.Backend, backendNames())
+	}
+	m := &checkpoint.Manager{Dir: cfg.Checkpoint.Dir, Keep: cfg.Checkpoint.Keep}
+	dir, st, found, skipped, err := m.Latest()
+	for _, s := range skipped {
+		rt.Log.Warn("unusable checkpoint skipped", "err", s)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if found {
+		rt.Log.Info("resuming", "checkpoint", dir, "version", st.Version, "step", st.Step)
+		be, err := f.load(dir, cfg)
+		if err != nil {
+			return nil, nil, fmt.Errorf("resume from %s: %w", dir, err)
+		}
+		return be, &st, nil
+	}
+	if cfg.Model.Path != "" {
+		rt.Log.Info("starting from model", "path", cfg.Model.Path)
+		be, err := f.load(cfg.Model.Path, cfg)
+		return be, nil, err
+	}
+	mc := gpu.TinyConfig()
+	if cfg.Model.Config != "" {
+		if mc, err = gpu.LoadConfig(cfg.Model.Config); err != nil {
+			return nil, nil, err
+		}
+	}
+	rt.Log.Info("starting from random weights", "seed", cfg.Model.Seed, "layers", mc.NumHiddenLayers, "hidden", mc.HiddenSize)
+	be, err := f.random(mc, cfg.Model.Seed, cfg)
+	return be, nil, err
+}
+
+func run(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
+	if err := cfg.Config.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
+	}
+	stopBroker, err := embedded.ForConfig(ctx, &cfg.Kafka)
+	if err != nil {
+		return err
+	}
+	defer stopBroker()
+
+	be, resume, err := openBackend(cfg, rt)
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+
+	km := tkafka.NewMetrics(rt.Registry)
+	src, err := kafkaio.NewSource(cfg.Kafka, cfg.ConsumerGroup, km)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	pub, err := kafkaio.NewPublisher(cfg.Kafka, km)
+	if err != nil {
+		return err
+	}
+	defer pub.Close()
+
+	d := step.Deps{Backend: be, Source: src, Versions: pub, Requests: pub, Log: rt.Log}
+	if cfg.Admission.Enabled {
+		dataDir := cfg.DataDir
+		if dataDir == "" {
+			dataDir = os.Getenv("TAU2_DATA_DIR")
+		}
+		if dataDir == "" {
+			return fmt.Errorf("%w: admission needs the τ² task splits: set data_dir or TAU2_DATA_DIR (or admission.enabled=false)", cli.ErrUsage)
+		}
+		tasks, err := admission.LoadTasks(dataDir, cfg.Admission.Tasks)
+		if err != nil {
+			return err
+		}
+		if d.Admission, err = admission.New(cfg.Admission, tasks, cfg.Group.Size, cfg.BatchSize, cfg.MaxHeadOffpolicyness); err != nil {
+			return err
+		}
+	}
+	switch cfg.Reload.Backend {
+	case "none", "":
+	case llm.BackendSGLang, llm.BackendVLLM:
+		_, reloader, err := llm.NewPolicy(llm.PolicyConfig{Backend: cfg.Reload.Backend, Model: cfg.Reload.Model, Endpoints: cfg.Reload.Endpoints}, rt.Registry)
+		if err != nil {
+			return err
+		}
+		d.Reloader = reloader
+	default:
+		return fmt.Errorf("%w: reload.backend %q: want none, sglang or vllm", cli.ErrUsage, cfg.Reload.Backend)
+	}
+	if d.Metrics, err = step.NewMetrics(rt.Registry); err != nil {
+		return err
+	}
+	tr, err := step.New(cfg.Config, d)
+	if err != nil {
+		return err
+	}
+	if resume != nil {
+		if err := tr.Restore(*resume); err != nil {
+			return err
+		}
+	}
+	rt.Ready()
+	err = tr.Run(ctx)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	tkafka "tau2rl/consumers/kafka"
+	"tau2rl/consumers/kafka/embedded"
+	"tau2rl/schemas"
+	"tau2rl/trainer/checkpoint"
+	"tau2rl/trainer/trajtest"
+
+	"tau2rl/cmd/internal/cli"
+)
+
+func execute(t *testing.T, ctx context.Context, args ...string) error {
+	t.Helper()
+	cfg := DefaultConfig()
+	var out bytes.Buffer
+	return cli.Execute(ctx, cli.App{Name: "tau2-trainer", Usage: usage}, append([]string{"--metrics-addr", "off", "--log-level", "warn"}, args...), &cfg, &out,
+		func(ctx context.Context, rt *cli.Runtime) error { return run(ctx, rt, &cfg) })
+}
+
+// TestTrainerBinary runs the main's wiring end to end on an embedded broker: two groups of
+// synthetic trajectories make one step; the checkpoint appears and a second start resumes from it.
+func TestTrainerBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("embedded broker round trip")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	b, err := embedded.Start(embedded.Config{Partitions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	kcfg := tkafka.DefaultConfig()
+	kcfg.Brokers = []string{b.Addr()}
+	kcfg.Partitions = 2
+	if err := tkafka.EnsureTopics(ctx, kcfg); err != nil {
+		t.Fatal(err)
+	}
+	w, err := tkafka.NewWriter(kcfg, kcfg.Topics.Trajectories, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, task := range []string{"0", "1"} {
+		trajs, err := trajtest.Group(trajtest.Default(), task, uint64(i+1), trajtest.Rewards(4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := schemas.FrameTrajectories(trajs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.PublishFramed(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+
+	dir := t.TempDir()
+	args := []string{"kafka.brokers=[" + b.Addr() + "]", "kafka.reader.max_wait=50ms", "kafka.reader.heartbeat_interval=500ms",
+		"kafka.reader.session_timeout=6s", "admission.enabled=false", "batch_size=2", "group.group_size=4", "max_steps=1",
+		"checkpoint.dtype=float32", "checkpoint.dir=" + dir, "actor.mb_spec.max_tokens_per_mb=512", "tick=20ms"}
+	if err := execute(t, ctx, args...); err != nil {
+		t.Fatal(err)
+	}
+	m := &checkpoint.Manager{Dir: dir, Keep: 3}
+	ck, st, ok, _, err := m.Latest()
+	if err != nil || !ok || st.Version != 1 {
+		t.Fatalf("checkpoint %s %+v %v %v", ck, st, ok, err)
+	}
+	if _, err := os.Stat(filepath.Join(ck, "config.json")); err != nil {
+		t.Fatal(err)
+	}
+	// Resume: the trainer loads v1 and, with max_steps=1 already reached, stops at once.
+	if err := execute(t, ctx, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"backend=tpu", "admission.enabled=false", "kafka.embedded=true", "kafka.brokers=[127.0.0.1:0]"}, "not available"},
+		{[]string{"batch_size=0"}, "batch_size"},
+		{[]string{"no_such_key=1"}, "no_such_key"},
+	} {
+		err := execute(t, ctx, append(c.args, "checkpoint.dir="+t.TempDir())...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: err %v, want %q", c.args, err, c.want)
+		}
+	}
+}

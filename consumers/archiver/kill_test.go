@@ -1,0 +1,122 @@
+package archiver_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"tau2rl/consumers/archiver"
+	tkafka "tau2rl/consumers/kafka"
+)
+
+// Environment of the child process of TestArchiverKilledAndRestarted.
+const (
+	envChild  = "TAU2_ARCHIVER_TEST_CHILD"
+	envBroker = "TAU2_ARCHIVER_TEST_BROKER"
+	envDir    = "TAU2_ARCHIVER_TEST_DIR"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envChild) == "1" {
+		os.Exit(childMain())
+	}
+	os.Exit(m.Run())
+}
+
+// childMain runs an archiver as a separate process until SIGTERM, so the
+// parent test can kill -9 it at arbitrary moments.
+func childMain() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	kc := tkafka.DefaultConfig()
+	kc.Brokers = []string{os.Getenv(envBroker)}
+	kc.Partitions = 4
+	kc.Reader.SessionTimeout = time.Second
+	kc.Reader.HeartbeatInterval = 200 * time.Millisecond
+	kc.Reader.MaxWait = 50 * time.Millisecond
+	cfg := testConfig(os.Getenv(envDir))
+	cfg.RollBytes = 16 << 10
+	a, err := archiver.OpenKafka(ctx, cfg, kc, archiver.Deps{NewSink: newTestSink}, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child open:", err)
+		return 1
+	}
+	if err := a.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "child run:", err)
+		return 1
+	}
+	return 0
+}
+
+func startChild(t *testing.T, broker, dir string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envChild+"=1", envBroker+"="+broker, envDir+"="+dir)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+// TestArchiverKilledAndRestarted kills the archiver process with SIGKILL at
+// random moments while trajectories stream in, restarting it each time. At
+// every kill the visible files are complete; at the end every trajectory is
+// in the dataset exactly once and no temporary file is left.
+func TestArchiverKilledAndRestarted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes; skipped in -short")
+	}
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	dir := filepath.Join(t.TempDir(), "ds")
+	trajs := smallTrajectories(8, 1200)
+
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		for i := 0; i < len(trajs); i += 40 {
+			publish(t, ctx, e, trajs[i:i+40])
+			time.Sleep(25 * time.Millisecond)
+		}
+	}()
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	for kill := 0; kill < 5; kill++ {
+		child := startChild(t, e.broker.Addr(), dir)
+		time.Sleep(time.Duration(300+rng.IntN(900)) * time.Millisecond)
+		if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		child.Wait()
+		ds := readDataset(t, dir) // fails on any visible incomplete file
+		t.Logf("kill %d: %d rows in %d files visible, %d temporary files", kill, len(ds.rows), len(ds.files), len(ds.hidden))
+	}
+	<-produced
+	child := startChild(t, e.broker.Addr(), dir)
+	waitCommitted(t, ctx, e, "archiver")
+	if err := child.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Wait(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("final archiver exited with %v", ee)
+		}
+		t.Fatal(err)
+	}
+	ds := readDataset(t, dir)
+	if len(ds.hidden) != 0 {
+		t.Fatalf("temporary files left after a clean stop: %v", ds.hidden)
+	}
+	checkExactlyOnce(t, ds, trajs)
+}

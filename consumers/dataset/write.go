@@ -1,0 +1,93 @@
+package dataset
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"tau2rl/schemas"
+)
+
+// WriteFile writes trajectories to one Parquet file durably: into a temporary "."-prefixed file
+// in the same directory (which Open skips), fsync, rename, fsync of the directory. It is for
+// tools that build datasets in one go (exports, releases, tests); the streaming archiver manages
+// its own files.
+func WriteFile(path string, trajs []*schemas.Trajectory, opts schemas.ParquetWriterOptions) (err error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("dataset: write %s: %w", path, err)
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("dataset: write %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	w, err := schemas.NewParquetWriter(tmp, opts)
+	if err != nil {
+		return fmt.Errorf("dataset: write %s: %w", path, err)
+	}
+	if err := w.Write(trajs); err != nil {
+		return fmt.Errorf("dataset: write %s: %w", path, err)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("dataset: write %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("dataset: fsync %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("dataset: close %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("dataset: rename %s: %w", tmp.Name(), err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("dataset: open dir %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("dataset: fsync dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// WritePartitioned writes trajectories under root in the archive's Hive layout,
+// root/domain=<d>/date=<YYYY-MM-DD>/<name>.parquet (one file per partition, dated by EndedAt in
+// UTC), and returns the files written in sorted order. Trajectories must be valid (domain
+// path-safe, EndedAt set).
+func WritePartitioned(root, name string, trajs []*schemas.Trajectory, opts schemas.ParquetWriterOptions) ([]string, error) {
+	if err := schemas.ValidatePathComponent(name); err != nil {
+		return nil, fmt.Errorf("dataset: file name: %w", err)
+	}
+	parts := map[string][]*schemas.Trajectory{}
+	for _, t := range trajs {
+		if err := t.Validate(); err != nil {
+			return nil, fmt.Errorf("dataset: %w", err)
+		}
+		dir, err := schemas.PartitionDir(t.Domain, t.EndedAt)
+		if err != nil {
+			return nil, fmt.Errorf("dataset: trajectory %s: %w", t.ID, err)
+		}
+		parts[dir] = append(parts[dir], t)
+	}
+	var files []string
+	for dir, ts := range parts {
+		p := filepath.Join(root, filepath.FromSlash(dir), name+".parquet")
+		if err := WriteFile(p, ts, opts); err != nil {
+			return nil, err
+		}
+		files = append(files, p)
+	}
+	sort.Strings(files)
+	return files, nil
+}
