@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -42,6 +43,7 @@ func childMain() int {
 	kc.Reader.SessionTimeout = time.Second
 	kc.Reader.HeartbeatInterval = 200 * time.Millisecond
 	kc.Reader.MaxWait = 50 * time.Millisecond
+	kc.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg := testConfig(os.Getenv(envDir))
 	cfg.RollBytes = 16 << 10
 	a, err := archiver.OpenKafka(ctx, cfg, kc, archiver.Deps{NewSink: newTestSink}, nil)

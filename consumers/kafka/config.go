@@ -87,6 +87,10 @@ type Config struct {
 	Reader ReaderConfig `yaml:"reader"`
 	// DialTimeout bounds connection setup. Default 10s.
 	DialTimeout time.Duration `yaml:"dial_timeout"`
+	// Log, when set, receives kafka-go's own messages: its informational
+	// ones (group joins, assignments) at debug level and its errors (dial
+	// failures, retries) at warn level. Not part of the YAML.
+	Log *slog.Logger `yaml:"-"`
 }
 
 // Topics names every topic of the pipeline, so no role hard-codes a name.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -72,10 +73,21 @@ func NewGroupReader(cfg Config, group string, topics []string, m *Metrics) (*Gro
 		IsolationLevel:  kafkago.ReadUncommitted,
 		MaxAttempts:     10,
 	}
+	if cfg.Log != nil {
+		rc.Logger = logFunc(cfg.Log, slog.LevelDebug, group)
+		rc.ErrorLogger = logFunc(cfg.Log, slog.LevelWarn, group)
+	}
 	if err := rc.Validate(); err != nil {
 		return nil, fmt.Errorf("kafka reader: %w", err)
 	}
 	return &GroupReader{r: kafkago.NewReader(rc), group: group, m: m.orNop()}, nil
+}
+
+// logFunc adapts slog to kafka-go's printf-style Logger.
+func logFunc(l *slog.Logger, level slog.Level, who string) kafkago.LoggerFunc {
+	return func(format string, args ...any) {
+		l.Log(context.Background(), level, "kafka-go: "+fmt.Sprintf(format, args...), "client", who)
+	}
 }
 
 // Group is the consumer group id.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
@@ -65,6 +66,9 @@ func NewWriter(cfg Config, topic string, m *Metrics) (*Writer, error) {
 		// Topics are created by EnsureTopics with the configured partition
 		// count; a broker that auto-creates would use its own default.
 		AllowAutoTopicCreation: false,
+	}
+	if cfg.Log != nil {
+		w.ErrorLogger = logFunc(cfg.Log, slog.LevelWarn, "writer "+topic)
 	}
 	return &Writer{w: w, topic: topic, maxBytes: cfg.MaxMessageBytes, m: m.orNop()}, nil
 }

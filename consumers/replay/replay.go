@@ -38,10 +38,14 @@ type Config struct {
 	Burst int `yaml:"burst"`
 	// Limit stops after this many trajectories; 0 (default) = all.
 	Limit int64 `yaml:"limit"`
+	// FlushEvery calls Publisher.Flush after this many publishes (default 64), so a batching
+	// publisher sends in round trips of that size. Pending messages are also flushed before the
+	// rate limiter sleeps, so pacing is never distorted by buffering.
+	FlushEvery int `yaml:"flush_every"`
 }
 
 // DefaultConfig returns the defaults documented on Config.
-func DefaultConfig() Config { return Config{Burst: 1} }
+func DefaultConfig() Config { return Config{Burst: 1, FlushEvery: 64} }
 
 // Validate checks the configuration.
 func (c *Config) Validate() error {
@@ -54,6 +58,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("replay: burst %d < 1", c.Burst)
 	case c.Limit < 0:
 		return fmt.Errorf("replay: limit %d < 0", c.Limit)
+	case c.FlushEvery < 1:
+		return fmt.Errorf("replay: flush_every %d < 1", c.FlushEvery)
 	}
 	return c.Filter.Validate()
 }
@@ -109,6 +115,7 @@ func Run(ctx context.Context, cfg Config, pub Publisher, m *Metrics, log *slog.L
 	}
 	start := time.Now()
 	bucket := NewTokenBucket(cfg.Rate, cfg.Burst, nil)
+	pending := 0
 	dst, err := ds.Scan(ctx, cfg.Filter, func(t *schemas.Trajectory) error {
 		if cfg.Limit > 0 && st.Published >= cfg.Limit {
 			return errLimit
@@ -118,6 +125,12 @@ func Run(ctx context.Context, cfg Config, pub Publisher, m *Metrics, log *slog.L
 			// An archived row that no longer validates is reported, not silently skipped.
 			return fmt.Errorf("replay: trajectory %s: %w", t.ID, err)
 		}
+		if pending > 0 && bucket.Delay() > 0 {
+			if err := pub.Flush(ctx); err != nil {
+				return fmt.Errorf("replay: flush: %w", err)
+			}
+			pending = 0
+		}
 		if err := bucket.Wait(ctx); err != nil {
 			return err
 		}
@@ -126,6 +139,12 @@ func Run(ctx context.Context, cfg Config, pub Publisher, m *Metrics, log *slog.L
 		}
 		st.Published++
 		st.Bytes += int64(len(f.Value))
+		if pending++; pending >= cfg.FlushEvery {
+			if err := pub.Flush(ctx); err != nil {
+				return fmt.Errorf("replay: flush: %w", err)
+			}
+			pending = 0
+		}
 		if m != nil {
 			m.published.Inc()
 			m.bytes.Add(float64(len(f.Value)))
@@ -189,6 +208,18 @@ func NewTokenBucket(rate float64, burst int, clock Clock) *TokenBucket {
 		burst = 1
 	}
 	return &TokenBucket{rate: rate, burst: float64(burst), tokens: float64(burst), last: clock.Now(), clock: clock}
+}
+
+// Delay is how long Wait would sleep now (0 when a token is available or the rate is unlimited).
+func (b *TokenBucket) Delay() time.Duration {
+	if b.rate <= 0 {
+		return 0
+	}
+	tokens := min(b.burst, b.tokens+b.clock.Now().Sub(b.last).Seconds()*b.rate)
+	if tokens >= 1 {
+		return 0
+	}
+	return time.Duration((1 - tokens) / b.rate * float64(time.Second))
 }
 
 // Wait takes one token, sleeping until one is available.

@@ -1,7 +1,11 @@
 package airline
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
+
+	"tau2rl/producers/tau2/data"
 
 	"tau2rl/producers/tau2/env"
 	"tau2rl/producers/tau2/pyjson"
@@ -28,17 +32,20 @@ func BenchmarkNewEnvironment(b *testing.B) {
 	}
 }
 
-// BenchmarkDeepCopyDB is the alternative design (a full deep copy), for
-// comparison with Fork.
+// BenchmarkDeepCopyDB is the alternative design (a full deep copy of every
+// record), for comparison with Fork.
 func BenchmarkDeepCopyDB(b *testing.B) {
 	_, base := realBase(b)
 	for b.Loop() {
-		db := &FlightDB{}
-		for k, v := range base.DB.Users.All() {
-			_ = k
+		for _, v := range base.DB.Flights.All() {
 			_ = pyjson.DeepCopy(v)
 		}
-		_ = db
+		for _, v := range base.DB.Users.All() {
+			_ = pyjson.DeepCopy(v)
+		}
+		for _, v := range base.DB.Reservations.All() {
+			_ = pyjson.DeepCopy(v)
+		}
 	}
 }
 
@@ -107,6 +114,21 @@ func BenchmarkCallBook(b *testing.B) {
 		}
 		if out, isErr := e.Call(env.Assistant, "book_reservation", args); isErr {
 			b.Fatal(out)
+		}
+	}
+}
+
+// BenchmarkParseDB is the once-per-process load of db.json (7 MB).
+func BenchmarkParseDB(b *testing.B) {
+	dir, _ := realBase(b)
+	raw, err := os.ReadFile(filepath.Join(data.DomainDir(dir, "airline"), "db.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(raw)))
+	for b.Loop() {
+		if _, err := ParseDB(raw); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -31,7 +31,7 @@ type goldenResult struct {
 	DBHash string `json:"db_hash"`
 }
 
-func readScenarios(t *testing.T, name string) []scenario {
+func readScenarios(t testing.TB, name string) []scenario {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
@@ -146,5 +146,12 @@ func TestRealDBHash(t *testing.T) {
 	const want = "124e39a664b56402bcd09cb8a6a9cece6acb8462337c969799d5658e3250f263"
 	if h != want {
 		t.Fatalf("hash %s, want %s", h, want)
+	}
+}
+
+func TestSchemasIdentical(t *testing.T) {
+	dir, _ := realBase(t)
+	if err := env.CheckSchemas(dir, "airline", Toolkit, nil); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -211,3 +211,28 @@ func FuzzParseTasks(f *testing.F) {
 		}
 	})
 }
+
+// TestAgentSystemPrompts compares the rendered agent system prompt with
+// τ²'s (derived/agent_system_prompts.json) for the single-file policies.
+func TestAgentSystemPrompts(t *testing.T) {
+	dir := realDir(t)
+	b, err := os.ReadFile(filepath.Join(dir, "derived", "agent_system_prompts.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want map[string]struct {
+		Prompt string `json:"agent_system_prompt"`
+	}
+	if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatal(err)
+	}
+	for _, domain := range []string{"airline", "retail", "mock"} {
+		p, err := Policy(dir, domain, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AgentSystemPrompt(p); got != want[domain].Prompt {
+			t.Errorf("%s agent prompt differs:\n got %q\nwant %q", domain, got, want[domain].Prompt)
+		}
+	}
+}

@@ -130,7 +130,9 @@ func (e *Environment) IsMutating(name string) bool {
 
 // MakeToolCall runs a tool with decoded arguments and returns its raw
 // result, without sync (τ²'s make_tool_call, used to replay gold actions).
-// A panic inside the tool is recovered and returned as an error.
+// A panic inside the tool is recovered and returned as an error. The result
+// may share records with the DB (and, for reads, with other episodes): do
+// not modify it; serialize it with ToJSONStr.
 func (e *Environment) MakeToolCall(requestor, name string, args *pyjson.Object) (res any, err error) {
 	s, err := e.side(requestor, name)
 	if err != nil {

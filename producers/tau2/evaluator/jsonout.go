@@ -183,10 +183,11 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// appendRyu formats f as Rust's ryu crate does (serde_json, pydantic-core):
-// shortest round-trip digits; plain notation for decimal exponents in
-// (-5, 16], e.g. 100.0, 0.0001, 1234567890123456.0; otherwise "1e16",
-// "1.5e-7". Non-finite values are null (pydantic's ser_json_inf_nan).
+// appendRyu formats f as pydantic-core's JSON serializer does (checked
+// against pydantic 2.13): shortest round-trip digits; plain notation for
+// decimal exponents in (-5, 16], e.g. 100.0, 0.00001, 1000000000000000.0;
+// otherwise "1e+16", "1.5e-7". Non-finite values are null (pydantic's
+// default ser_json_inf_nan).
 func appendRyu(dst []byte, f float64) []byte {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return append(dst, "null"...)
@@ -228,12 +229,13 @@ func appendRyu(dst []byte, f float64) []byte {
 		return append(dst, digits...)
 	case length == 1:
 		dst = append(dst, digits...)
-		dst = append(dst, 'e')
-		return strconv.AppendInt(dst, int64(kk-1), 10)
 	default:
 		dst = append(dst, digits[0], '.')
 		dst = append(dst, digits[1:]...)
-		dst = append(dst, 'e')
-		return strconv.AppendInt(dst, int64(kk-1), 10)
 	}
+	dst = append(dst, 'e')
+	if kk-1 > 0 {
+		dst = append(dst, '+')
+	}
+	return strconv.AppendInt(dst, int64(kk-1), 10)
 }

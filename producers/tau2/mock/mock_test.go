@@ -9,7 +9,6 @@ import (
 
 	"tau2rl/producers/tau2/data"
 	"tau2rl/producers/tau2/env"
-	"tau2rl/producers/tau2/pyjson"
 )
 
 func dataDir(t *testing.T) string {
@@ -104,48 +103,8 @@ func TestTasksAgainstReference(t *testing.T) {
 }
 
 func TestSchemasIdentical(t *testing.T) {
-	dir := dataDir(t)
-	checkSchemas(t, dir, "mock", AgentToolkit, UserToolkit)
-}
-
-// checkSchemas compares a domain's tool schemas, types and mutates flags with
-// derived/tool_schemas.json (τ²'s exact OpenAI schemas).
-func checkSchemas(t *testing.T, dir, domain string, agent, user *env.Toolkit) {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "derived", "tool_schemas.json"))
-	if err != nil {
+	if err := env.CheckSchemas(dataDir(t), "mock", AgentToolkit, UserToolkit); err != nil {
 		t.Fatal(err)
-	}
-	all, err := pyjson.LoadsObject(string(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dv, _ := all.Get(domain)
-	d := dv.(*pyjson.Object)
-	for _, side := range []struct {
-		prefix string
-		tk     *env.Toolkit
-	}{{"agent", agent}, {"user", user}} {
-		lv, ok := d.Get(side.prefix + "_tools")
-		if !ok {
-			if side.tk != nil {
-				t.Errorf("%s: τ² has no %s tools", domain, side.prefix)
-			}
-			continue
-		}
-		want := pyjson.MustDumps(lv)
-		if got := side.tk.SchemasJSON(); got != want {
-			t.Errorf("%s %s schemas differ:\n got %s\nwant %s", domain, side.prefix, got, want)
-		}
-		types, _ := d.Get(side.prefix + "_tool_types")
-		mut, _ := d.Get(side.prefix + "_tool_mutates_state")
-		for _, tool := range side.tk.Tools() {
-			ty, _ := types.(*pyjson.Object).Get(tool.Name)
-			m, _ := mut.(*pyjson.Object).Get(tool.Name)
-			if ty != string(tool.Type) || m != tool.Mutates {
-				t.Errorf("%s %s: type %v mutates %v, want %v %v", domain, tool.Name, tool.Type, tool.Mutates, ty, m)
-			}
-		}
 	}
 }
 
@@ -181,5 +140,18 @@ func TestToolOutputs(t *testing.T) {
 	}
 	if out, isErr := solo.Call(env.Assistant, "check_notifications", ""); isErr {
 		t.Fatalf("solo user tool: %s", out)
+	}
+}
+
+func TestCheckSchemasDetectsDifferences(t *testing.T) {
+	dir := dataDir(t)
+	tools := slices.Clone(AgentToolkit.Tools())
+	slices.Reverse(tools)
+	reordered := env.MustToolkit("MockTools", tools)
+	if err := env.CheckSchemas(dir, "mock", reordered, UserToolkit); err == nil {
+		t.Fatal("reordered tools passed")
+	}
+	if err := env.CheckSchemas(dir, "mock", AgentToolkit, nil); err == nil {
+		t.Fatal("missing user tools passed")
 	}
 }

@@ -177,6 +177,12 @@ func TestTableCopyOnWrite(t *testing.T) {
 	if z, _ := c.Get("z"); z.N != 0 {
 		t.Fatal("fork of changed table saw a later change")
 	}
+	if c.baseID() != tb.baseID() || a.baseID() != tb.baseID() {
+		t.Fatal("forking a changed table must keep the shared base (fast Equal)")
+	}
+	if y, _ := c.Get("y"); y == r {
+		t.Fatal("fork shares a changed record with its source")
+	}
 	// Equal works through changes only and agrees with the dumps.
 	eq, err := Equal(&a, &c)
 	if err != nil || eq {

@@ -59,22 +59,31 @@ func (t *Table[V]) pristine() bool {
 }
 
 // Fork returns an independent copy-on-write view of t. Forking a pristine
-// table allocates nothing but the result. Forking a changed table first
-// folds its changes into a new shared base (both t and the fork then see
-// the same frozen records and copy them again on their next Mut).
+// table allocates nothing but the result; forking a changed table keeps the
+// shared base and deep-copies only the changed records, so forks of one
+// loaded DB can always be compared through their changes (Equal).
 func (t *Table[V]) Fork() Table[V] {
 	if t.base == nil {
 		t.base = &tableBase[V]{}
 	}
-	if !t.pristine() {
-		m := NewMap[V](t.Len())
-		for k, v := range t.All() {
-			m.Set(k, v)
-		}
-		t.base = &tableBase[V]{m: *m}
-		t.over, t.del, t.added = nil, nil, nil
+	f := Table[V]{base: t.base}
+	if t.pristine() {
+		return f
 	}
-	return Table[V]{base: t.base}
+	if len(t.over) > 0 {
+		f.over = make(map[string]V, len(t.over))
+		for k, v := range t.over {
+			f.over[k] = DeepCopy(v)
+		}
+	}
+	if len(t.del) > 0 {
+		f.del = make(map[string]struct{}, len(t.del))
+		for k := range t.del {
+			f.del[k] = struct{}{}
+		}
+	}
+	f.added = slices.Clone(t.added)
+	return f
 }
 
 // Len returns the number of records.

@@ -1,0 +1,96 @@
+// Command tau2-eval evaluates τ² agents. Sub-commands, one file each:
+//
+//	tau2-eval grade RESULTS.json -o REGRADED.json [key=value …]
+//	    re-grade every simulation of a τ² results file with the Go evaluator
+//	tau2-eval synth -o RESULTS.json domain=airline [key=value …]
+//	    write a results file of gold-action transcripts (tests, benchmarks)
+//
+// Further sub-commands (run, report) register themselves in commands.
+package main
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	// The τ² domains grading can build.
+	_ "tau2rl/producers/tau2/airline"
+	_ "tau2rl/producers/tau2/mock"
+	_ "tau2rl/producers/tau2/telecom"
+)
+
+// command is one sub-command: main hands it the arguments after its name.
+type command struct {
+	summary string
+	main    func(args []string)
+}
+
+// commands maps sub-command names to their entry points; each sub-command's
+// file adds itself from an init function.
+var commands = map[string]command{}
+
+func main() {
+	if len(os.Args) < 2 || strings.HasPrefix(os.Args[1], "-") || os.Args[1] == "help" {
+		usage()
+		if len(os.Args) < 2 {
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	c, ok := commands[os.Args[1]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "tau2-eval: unknown command %q\n\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	c.main(os.Args[2:])
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: tau2-eval COMMAND [arguments] [key=value …]   (tau2-eval COMMAND --help)")
+	fmt.Fprintln(os.Stderr, "\ncommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(os.Stderr, "  %-8s %s\n", n, commands[n].summary)
+	}
+}
+
+// splitArgs separates positional arguments and "-o FILE" from the
+// key=value/flag arguments that cli parses: positional ones become
+// "<positional>=VALUE" overrides, -o/--output becomes "output=FILE".
+func splitArgs(args []string, positional string) ([]string, error) {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-o" || a == "--output":
+			if i+1 >= len(args) {
+				return nil, fmt.Errorf("%s needs a file name", a)
+			}
+			i++
+			out = append(out, "output="+args[i])
+		case strings.HasPrefix(a, "-o=") || strings.HasPrefix(a, "--output="):
+			_, v, _ := strings.Cut(a, "=")
+			out = append(out, "output="+v)
+		case a == "--config" || a == "-c" || a == "--metrics-addr" || a == "--log-level" || a == "--log-format":
+			out = append(out, a)
+			if i+1 < len(args) {
+				i++
+				out = append(out, args[i])
+			}
+		case !strings.HasPrefix(a, "-") && !strings.Contains(a, "=") && a != "help":
+			if positional == "" {
+				return nil, fmt.Errorf("unexpected argument %q", a)
+			}
+			out = append(out, positional+"="+a)
+		default:
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,278 @@
+package retail
+
+import (
+	"fmt"
+	"math/big"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"tau2rl/producers/tau2/pyjson"
+)
+
+// What CPython does with the generic JSON values (nil, bool, int64,
+// *big.Int, float64, string, []any, *pyjson.Object) that τ² passes to the
+// retail tools unvalidated: str(), dict membership, iteration, len(),
+// list.count(), str.lower(). Each helper returns Python's exception text.
+
+// pyStr is Python's str(v) (f-string rendering); lists and dicts render as
+// their repr.
+func pyStr(v any) string {
+	switch v.(type) {
+	case []any, *pyjson.Object:
+		return pyjson.Repr(v)
+	case *big.Int, nil, bool, int64, float64, string:
+		return pyjson.Str(v)
+	}
+	return fmt.Sprint(v)
+}
+
+// dictKey reproduces `key in d` for a dict with str keys: the key to look
+// up and whether it can be present at all. Unhashable keys (list, dict)
+// raise TypeError; other non-str keys are simply absent.
+func dictKey(v any) (string, bool, error) {
+	switch x := v.(type) {
+	case string:
+		return x, true, nil
+	case []any, *pyjson.Object:
+		return "", false, fmt.Errorf("unhashable type: '%s'", pyjson.TypeName(v))
+	}
+	return "", false, nil
+}
+
+// seq is an iterable argument as Python sees it: a list (its elements), a
+// str (its code points, as 1-char strs) or a dict (its keys).
+type seq struct {
+	elems  []any
+	isDict bool
+}
+
+// iterate is Python's iter(v); non-iterables raise TypeError.
+func iterate(v any) (seq, error) {
+	switch x := v.(type) {
+	case []any:
+		return seq{elems: x}, nil
+	case string:
+		chars := pyChars(x)
+		elems := make([]any, len(chars))
+		for i, c := range chars {
+			elems[i] = c
+		}
+		return seq{elems: elems}, nil
+	case *pyjson.Object:
+		keys := x.Keys()
+		elems := make([]any, len(keys))
+		for i, k := range keys {
+			elems[i] = k
+		}
+		return seq{elems: elems, isDict: true}, nil
+	}
+	return seq{}, fmt.Errorf("'%s' object is not iterable", pyjson.TypeName(v))
+}
+
+// pyLen is Python's len(v) for a generic value.
+func pyLen(v any) (int, error) {
+	switch v.(type) {
+	case []any, string, *pyjson.Object:
+		s, _ := iterate(v)
+		return len(s.elems), nil
+	}
+	return 0, fmt.Errorf("object of type '%s' has no len()", pyjson.TypeName(v))
+}
+
+// countStr is seq.count(x) for a str x: list.count compares with ==, which
+// only a str equal to x satisfies; str.count(x) of a 1-char x counts its
+// occurrences, the same number. Dicts have no count method.
+func (s seq) countStr(x string) (int, error) {
+	if s.isDict {
+		return 0, fmt.Errorf("'dict' object has no attribute 'count'")
+	}
+	n := 0
+	for _, e := range s.elems {
+		if es, ok := e.(string); ok && es == x {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// checkCounts is τ²'s existence check shared by the exchange, modify and
+// return tools:
+//
+//	for item_id in item_ids:
+//	    if item_ids.count(item_id) > all_item_ids.count(item_id): raise ...
+//
+// notFound renders the exception for the offending item. A non-str item
+// is always "not found" (it equals no item id of the order).
+func checkCounts(items seq, order *Order, notFound func(item any) error) error {
+	for _, it := range items.elems {
+		s, isStr := it.(string)
+		if !isStr {
+			if items.isDict {
+				return fmt.Errorf("'dict' object has no attribute 'count'")
+			}
+			return notFound(it)
+		}
+		n, err := items.countStr(s)
+		if err != nil {
+			return err
+		}
+		have := 0
+		for _, oi := range order.Items {
+			if oi.ItemID == s {
+				have++
+			}
+		}
+		if n > have {
+			return notFound(it)
+		}
+	}
+	return nil
+}
+
+// sortedStrs is Python's sorted() of a seq whose elements are all str
+// (callers have checked them); Go's byte order on UTF-8 (and WTF-8) text
+// is Python's code-point order.
+func sortedStrs(s seq) []string {
+	out := make([]string, 0, len(s.elems))
+	for _, e := range s.elems {
+		out = append(out, e.(string))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// pyChars splits s into its code points, keeping WTF-8 lone surrogates
+// (as pyjson decodes them) as single 3-byte units, as Python iterates a
+// str.
+func pyChars(s string) []string {
+	out := make([]string, 0, len(s))
+	for i := 0; i < len(s); {
+		n := charLen(s, i)
+		out = append(out, s[i:i+n])
+		i += n
+	}
+	return out
+}
+
+// charLen is the byte length of the code point at s[i]: UTF-8, a WTF-8
+// surrogate, or 1 for a stray byte.
+func charLen(s string, i int) int {
+	if isSurrogateAt(s, i) {
+		return 3
+	}
+	_, n := utf8.DecodeRuneInString(s[i:])
+	return n
+}
+
+// isSurrogateAt reports a WTF-8 encoded surrogate (ED A0..BF xx) at s[i].
+func isSurrogateAt(s string, i int) bool {
+	return i+2 < len(s) && s[i] == 0xED && s[i+1] >= 0xA0 && s[i+1] <= 0xBF && s[i+2] >= 0x80 && s[i+2] <= 0xBF
+}
+
+// pyLowerOf is `v.lower()`: str.lower() for a str, AttributeError
+// otherwise.
+func pyLowerOf(v any) (string, error) {
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("'%s' object has no attribute 'lower'", pyjson.TypeName(v))
+	}
+	return pyLower(s), nil
+}
+
+// pyLower is Python's str.lower(): the full Unicode lowercase mapping
+// (U+0130 İ becomes "i̇") with the Final_Sigma rule for Σ, which Go's
+// strings.ToLower (simple case mapping) lacks. Names are compared this way
+// in find_user_id_by_name_zip and find_user_id_by_email.
+func pyLower(s string) string {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return strings.ToLower(s)
+	}
+	type cp struct {
+		r   rune
+		raw string // set for surrogates and invalid bytes: copied verbatim
+	}
+	var cps []cp
+	for i := 0; i < len(s); {
+		n := charLen(s, i)
+		r, rn := utf8.DecodeRuneInString(s[i:])
+		if n == 3 && rn != 3 || r == utf8.RuneError && rn == 1 {
+			cps = append(cps, cp{r: -1, raw: s[i : i+n]})
+		} else {
+			cps = append(cps, cp{r: r})
+		}
+		i += n
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 4)
+	for i, c := range cps {
+		switch {
+		case c.r < 0:
+			b.WriteString(c.raw)
+		case c.r == 0x130:
+			b.WriteString("i\u0307")
+		case c.r == 0x3A3:
+			if finalSigma(len(cps), func(j int) rune { return cps[j].r }, i) {
+				b.WriteRune(0x3C2)
+			} else {
+				b.WriteRune(0x3C3)
+			}
+		default:
+			b.WriteRune(unicode.ToLower(c.r))
+		}
+	}
+	return b.String()
+}
+
+// finalSigma is CPython's handle_capital_sigma: Σ at i is final when
+// preceded by a cased letter and not followed by one (case-ignorable code
+// points skipped on both sides).
+func finalSigma(n int, at func(int) rune, i int) bool {
+	j := i - 1
+	var c rune
+	for ; j >= 0; j-- {
+		c = at(j)
+		if !isCaseIgnorable(c) {
+			break
+		}
+	}
+	final := j >= 0 && isCased(c)
+	if final && i+1 < n {
+		j = i + 1
+		for ; j < n; j++ {
+			c = at(j)
+			if !isCaseIgnorable(c) {
+				break
+			}
+		}
+		final = j == n || !isCased(c)
+	}
+	return final
+}
+
+// isCased is Unicode's Cased property (Lowercase, Uppercase or Lt).
+func isCased(r rune) bool {
+	return r >= 0 && (unicode.In(r, unicode.Ll, unicode.Lu, unicode.Lt, unicode.Other_Lowercase, unicode.Other_Uppercase))
+}
+
+// isCaseIgnorable is Unicode's Case_Ignorable property: Mn, Me, Cf, Lm, Sk
+// and the Word_Break classes MidLetter, MidNumLet and Single_Quote.
+func isCaseIgnorable(r rune) bool {
+	if r < 0 {
+		return false
+	}
+	switch r {
+	case '\'', '.', ':', 0x00B7, 0x0387, 0x055F, 0x05F4, 0x2018, 0x2019, 0x2024, 0x2027,
+		0xFE13, 0xFE52, 0xFE55, 0xFF07, 0xFF0E, 0xFF1A:
+		return true
+	}
+	return unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf, unicode.Lm, unicode.Sk)
+}
