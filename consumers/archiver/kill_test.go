@@ -43,7 +43,9 @@ func childMain() int {
 	kc.Reader.SessionTimeout = time.Second
 	kc.Reader.HeartbeatInterval = 200 * time.Millisecond
 	kc.Reader.MaxWait = 50 * time.Millisecond
-	kc.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if os.Getenv("TAU2_ARCHIVER_TEST_DEBUG") != "" {
+		kc.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	cfg := testConfig(os.Getenv(envDir))
 	cfg.RollBytes = 16 << 10
 	a, err := archiver.OpenKafka(ctx, cfg, kc, archiver.Deps{NewSink: newTestSink}, nil)
@@ -81,21 +83,50 @@ func TestArchiverKilledAndRestarted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	dir := filepath.Join(t.TempDir(), "ds")
-	trajs := smallTrajectories(8, 1200)
+	trajs := smallTrajectories(8, 3000)
 
 	produced := make(chan struct{})
 	go func() {
 		defer close(produced)
-		for i := 0; i < len(trajs); i += 40 {
-			publish(t, ctx, e, trajs[i:i+40])
+		for i := 0; i < len(trajs); i += 50 {
+			publish(t, ctx, e, trajs[i:i+50])
 			time.Sleep(25 * time.Millisecond)
 		}
 	}()
 
+	admin, err := tkafka.NewAdmin(e.kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committedSum := func() int64 {
+		com, err := admin.CommittedOffsets(ctx, "archiver", e.kc.Topics.Trajectories)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for _, o := range com {
+			n += o
+		}
+		return n
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for kill := 0; kill < 5; kill++ {
+		before := committedSum()
 		child := startChild(t, e.broker.Addr(), dir)
-		time.Sleep(time.Duration(300+rng.IntN(900)) * time.Millisecond)
+		// Kill once the child owns its partitions and has committed
+		// progress, then at a random point of its work. (Killing a
+		// consumer while its JoinGroup is pending leaves a ghost member
+		// holding partitions in kfake: the broker arms no session timer
+		// when the join response cannot be delivered. That is a broker
+		// bug outside the archiver, so the test avoids that window.)
+		for committedSum() == before {
+			select {
+			case <-ctx.Done():
+				t.Fatal("restarted archiver made no progress")
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
 		if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}

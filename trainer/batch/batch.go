@@ -5,6 +5,7 @@ package batch
 
 import (
 	"fmt"
+	"math"
 
 	"tau2rl/schemas"
 	"tau2rl/trainer/advantage"
@@ -73,6 +74,11 @@ type Batch struct {
 	Info   []SeqInfo  // indexed like Seqs
 	// Advantages[g][m][c] is the advantage of call c of member m of group g.
 	Advantages [][][]float64
+	// Oversize counts calls dropped because their sequence exceeds the token limit.
+	Oversize int
+	// InvalidLogprobs counts calls dropped because a trained token's behaviour log-prob is not a
+	// finite number ≤ 0 (a producer bug must not poison the step or crash the trainer).
+	InvalidLogprobs int
 	// MaxStaleness is the largest (version − token version) over all loss tokens, and
 	// StalenessSum their sum (for the mean).
 	MaxStaleness int64
@@ -115,8 +121,11 @@ func (c Config) AdvantageInput(g *group.Group) advantage.Group {
 }
 
 // Build computes advantages for groups and lays out their sequences. version is the trainer's
-// current policy version (for staleness statistics).
-func Build(groups []*group.Group, adv advantage.Config, cfg Config, version int64) (*Batch, error) {
+// current policy version (for staleness statistics). A call whose prompt ‖ completion is longer
+// than maxTokens (the micro-batch budget; ≤ 0 means no limit) cannot be packed: it is left out
+// and counted in Oversize (as AReaL's pipeline drops samples over max_context_length) instead of
+// failing the step, and conversation mode never merges a run beyond maxTokens.
+func Build(groups []*group.Group, adv advantage.Config, cfg Config, version int64, maxTokens int) (*Batch, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -131,7 +140,7 @@ func Build(groups []*group.Group, adv advantage.Config, cfg Config, version int6
 	b := &Batch{Groups: groups, Advantages: advs}
 	for gi, g := range groups {
 		for mi, m := range g.Members {
-			if err := b.addTrajectory(m.Traj, advs[gi][mi], gi, mi, cfg.SequenceMode, version); err != nil {
+			if err := b.addTrajectory(m.Traj, advs[gi][mi], gi, mi, cfg.SequenceMode, version, maxTokens); err != nil {
 				return nil, fmt.Errorf("batch: group %s trajectory %s: %w", g.Key, m.Traj.ID, err)
 			}
 		}
@@ -141,12 +150,13 @@ func Build(groups []*group.Group, adv advantage.Config, cfg Config, version int6
 
 // chains splits the calls of t into runs that form one sequence each: every call alone in call
 // mode; in conversation mode a call joins the previous run when its prompt is exactly the previous
-// call's prompt ‖ completion followed by new tokens.
-func chains(t *schemas.Trajectory, prompts [][]int32, mode string) [][2]int {
+// call's prompt ‖ completion followed by new tokens, and the merged sequence fits maxTokens.
+func chains(t *schemas.Trajectory, prompts [][]int32, mode string, maxTokens int) [][2]int {
 	var out [][2]int
 	for i := range t.Calls {
 		c := &t.Calls[i]
-		if mode == ModeConversation && i > 0 && c.PromptRef == i-1 &&
+		fits := maxTokens <= 0 || len(prompts[i])+len(c.CompletionTokens) <= maxTokens
+		if mode == ModeConversation && i > 0 && fits && c.PromptRef == i-1 &&
 			c.PromptShared == len(prompts[i-1])+len(t.Calls[i-1].CompletionTokens) {
 			out[len(out)-1][1] = i + 1
 			continue
@@ -156,14 +166,22 @@ func chains(t *schemas.Trajectory, prompts [][]int32, mode string) [][2]int {
 	return out
 }
 
-func (b *Batch) addTrajectory(t *schemas.Trajectory, advs []float64, gi, mi int, mode string, version int64) error {
+func (b *Batch) addTrajectory(t *schemas.Trajectory, advs []float64, gi, mi int, mode string, version int64, maxTokens int) error {
 	prompts, err := t.FullPrompts()
 	if err != nil {
 		return err
 	}
-	for _, ch := range chains(t, prompts, mode) {
+	for _, ch := range chains(t, prompts, mode, maxTokens) {
 		last := ch[1] - 1
 		lc := &t.Calls[last]
+		if maxTokens > 0 && len(prompts[last])+len(lc.CompletionTokens) > maxTokens {
+			b.Oversize++ // a run that does not fit is a single call (chains never merges past the limit)
+			continue
+		}
+		if bad := invalidLogprobs(t, ch); bad > 0 {
+			b.InvalidLogprobs += bad
+			continue
+		}
 		tokens := make([]int32, 0, len(prompts[last])+len(lc.CompletionTokens))
 		tokens = append(append(tokens, prompts[last]...), lc.CompletionTokens...)
 		first := len(prompts[ch[0]]) // first completion token of the run
@@ -199,4 +217,23 @@ func (b *Batch) addTrajectory(t *schemas.Trajectory, advs []float64, gi, mi int,
 		b.Info = append(b.Info, SeqInfo{Group: gi, Member: mi, FirstCall: ch[0], Calls: ch[1] - ch[0]})
 	}
 	return nil
+}
+
+// maxLogprob tolerates sampler rounding just above 0.
+const maxLogprob = 1e-3
+
+// invalidLogprobs counts the calls of run ch with a trained token whose behaviour log-prob is NaN,
+// infinite or positive.
+func invalidLogprobs(t *schemas.Trajectory, ch [2]int) int {
+	bad := 0
+	for k := ch[0]; k < ch[1]; k++ {
+		c := &t.Calls[k]
+		for j, lp := range c.BehaviorLogprobs {
+			if c.Trained(j) && (math.IsNaN(float64(lp)) || math.IsInf(float64(lp), 0) || lp > maxLogprob) {
+				bad++
+				break
+			}
+		}
+	}
+	return bad
 }

@@ -39,7 +39,7 @@ func testGroup(t *testing.T) *group.Group {
 func TestBuildPerCall(t *testing.T) {
 	adv := advantage.DefaultConfig()
 	adv.NormStd = false
-	b, err := Build([]*group.Group{testGroup(t)}, adv, DefaultConfig(), 4)
+	b, err := Build([]*group.Group{testGroup(t)}, adv, DefaultConfig(), 4, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestBuildConversation(t *testing.T) {
 	adv := advantage.DefaultConfig()
 	adv.NormStd = false
 	cfg := Config{SequenceMode: ModeConversation, RewardSource: RewardShaped}
-	b, err := Build([]*group.Group{testGroup(t)}, adv, cfg, 3)
+	b, err := Build([]*group.Group{testGroup(t)}, adv, cfg, 3, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestBuildSkipsUntrained(t *testing.T) {
 			m.Traj.Calls[k].LossMask = make([]uint8, len(m.Traj.Calls[k].CompletionTokens))
 		}
 	}
-	b, err := Build([]*group.Group{g}, advantage.DefaultConfig(), DefaultConfig(), 3)
+	b, err := Build([]*group.Group{g}, advantage.DefaultConfig(), DefaultConfig(), 3, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,17 +117,56 @@ func TestBuildSkipsUntrained(t *testing.T) {
 }
 
 func TestBuildErrors(t *testing.T) {
-	if _, err := Build(nil, advantage.DefaultConfig(), Config{SequenceMode: "tree", RewardSource: RewardTau2}, 0); err == nil {
+	if _, err := Build(nil, advantage.DefaultConfig(), Config{SequenceMode: "tree", RewardSource: RewardTau2}, 0, 0); err == nil {
 		t.Fatal("bad mode accepted")
 	}
 	g := testGroup(t)
 	g.Members[0].Traj.Calls[1].PromptRef = 2 // forward reference
-	if _, err := Build([]*group.Group{g}, advantage.DefaultConfig(), DefaultConfig(), 3); err == nil {
+	if _, err := Build([]*group.Group{g}, advantage.DefaultConfig(), DefaultConfig(), 3, 0); err == nil {
 		t.Fatal("malformed prompt chain accepted")
 	}
 	g = testGroup(t)
 	g.Members[0].Traj.Reward = math.Inf(1)
-	if _, err := Build([]*group.Group{g}, advantage.DefaultConfig(), DefaultConfig(), 3); err == nil {
+	if _, err := Build([]*group.Group{g}, advantage.DefaultConfig(), DefaultConfig(), 3, 0); err == nil {
 		t.Fatal("infinite reward accepted")
+	}
+}
+
+func TestBuildDropsOversize(t *testing.T) {
+	adv := advantage.DefaultConfig()
+	// Calls are 5, 9 and 8 tokens long: with a limit of 8 call 1 is dropped in call mode; in
+	// conversation mode calls 0 and 1 are not merged (9 > 8) and call 1 is dropped.
+	for _, mode := range []string{ModeCall, ModeConversation} {
+		b, err := Build([]*group.Group{testGroup(t)}, adv, Config{SequenceMode: mode, RewardSource: RewardTau2}, 3, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Oversize != 2 || len(b.Seqs) != 4 {
+			t.Fatalf("%s: oversize %d, %d sequences", mode, b.Oversize, len(b.Seqs))
+		}
+		for _, s := range b.Seqs {
+			if len(s.Tokens) > 8 {
+				t.Fatalf("%s: sequence of %d tokens kept", mode, len(s.Tokens))
+			}
+		}
+	}
+}
+
+func TestBuildDropsInvalidLogprobs(t *testing.T) {
+	g := testGroup(t)
+	g.Members[0].Traj.Calls[0].BehaviorLogprobs[1] = float32(math.NaN())
+	g.Members[1].Traj.Calls[2].BehaviorLogprobs[0] = 0.5
+	b, err := Build([]*group.Group{g}, advantage.DefaultConfig(), DefaultConfig(), 3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.InvalidLogprobs != 2 || len(b.Seqs) != 4 {
+		t.Fatalf("invalid %d, %d sequences", b.InvalidLogprobs, len(b.Seqs))
+	}
+	// A masked token's log-prob does not matter.
+	g = testGroup(t)
+	g.Members[0].Traj.Calls[1].BehaviorLogprobs[1] = float32(math.Inf(-1)) // loss mask 0 there
+	if b, _ = Build([]*group.Group{g}, advantage.DefaultConfig(), DefaultConfig(), 3, 0); b.InvalidLogprobs != 0 {
+		t.Fatal("masked token's log-prob rejected the call")
 	}
 }

@@ -30,7 +30,7 @@ func BenchmarkBuildTau2(b *testing.B) {
 	var bt *Batch
 	for b.Loop() {
 		var err error
-		if bt, err = Build(groups, advantage.DefaultConfig(), DefaultConfig(), 0); err != nil {
+		if bt, err = Build(groups, advantage.DefaultConfig(), DefaultConfig(), 0, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -15,6 +15,8 @@ type Metrics struct {
 	PackedTokens     prometheus.Counter
 	OriginalTokens   prometheus.Counter
 	LossTokens       prometheus.Counter
+	OversizeCalls    prometheus.Counter
+	InvalidCalls     prometheus.Counter
 	MicroBatches     prometheus.Gauge
 	Loss             prometheus.Gauge
 	GradNorm         prometheus.Gauge
@@ -65,6 +67,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		PackedTokens:     c("packed_tokens_total", "Tokens computed after prefix-tree packing."),
 		OriginalTokens:   c("original_tokens_total", "Tokens of the sequences before packing."),
 		LossTokens:       c("loss_tokens_total", "Tokens that carried loss."),
+		OversizeCalls:    c("oversize_calls_total", "Calls left out because prompt+completion exceeds max_tokens_per_mb."),
+		InvalidCalls:     c("invalid_calls_total", "Calls left out because a trained token's behaviour log-prob is NaN, infinite or positive."),
 		MicroBatches:     g("microbatches", "Micro-batches in the last step."),
 		Loss:             g("loss", "Decoupled PPO loss of the last step (sum over minibatches)."),
 		GradNorm:         g("grad_norm", "Pre-clip global gradient norm of the last optimizer step."),
@@ -99,7 +103,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		return m, nil
 	}
 	for _, col := range []prometheus.Collector{m.Version, m.Steps, m.StepSeconds, m.PhaseSeconds, m.TokensPerSecond, m.TreeTokenRatio,
-		m.PackedTokens, m.OriginalTokens, m.LossTokens, m.MicroBatches, m.Loss, m.GradNorm, m.Entropy, m.ClipFraction, m.ApproxKL,
+		m.PackedTokens, m.OriginalTokens, m.LossTokens, m.OversizeCalls, m.InvalidCalls, m.MicroBatches, m.Loss, m.GradNorm, m.Entropy, m.ClipFraction, m.ApproxKL,
 		m.ImportanceWeight, m.BehavWeight, m.BehavWeightMax, m.BehavCapFraction, m.Advantage, m.StalenessMax, m.StalenessMean,
 		m.Reward, m.Episodes, m.Trajectories, m.StaleDropped, m.Groups, m.PendingGroups, m.ReadyGroups, m.Messages, m.EmptyMessages,
 		m.Requests, m.LiveRequests, m.ExpiredRequests, m.Checkpoints, m.CommitErrors, m.ReloadErrors, m.PublishErrors} {

@@ -50,9 +50,17 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 	}
 
 	t0 := time.Now()
-	b, err := batch.Build(groups, t.cfg.Actor.Advantage, t.cfg.Sequences, t.version)
+	b, err := batch.Build(groups, t.cfg.Actor.Advantage, t.cfg.Sequences, t.version, t.cfg.Actor.MBSpec.MaxTokensPerMB)
 	if err != nil {
 		return fmt.Errorf("step %d: %w", t.step+1, err)
+	}
+	if b.InvalidLogprobs > 0 {
+		t.d.Metrics.InvalidCalls.Add(float64(b.InvalidLogprobs))
+		t.d.Log.Warn("calls with invalid behaviour log-probs left out", "calls", b.InvalidLogprobs)
+	}
+	if b.Oversize > 0 {
+		t.d.Metrics.OversizeCalls.Add(float64(b.Oversize))
+		t.d.Log.Warn("calls longer than max_tokens_per_mb left out", "calls", b.Oversize, "max_tokens_per_mb", t.cfg.Actor.MBSpec.MaxTokensPerMB)
 	}
 	phase("build", t0)
 	t0 = time.Now()

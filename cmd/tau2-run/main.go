@@ -1,0 +1,89 @@
+// Command tau2-run runs the whole tau2rl pipeline on one machine, for `make run`
+// and for a first look: the embedded Kafka broker (tau2-broker), the scripted
+// OpenAI-compatible LLM server (tau2-scripted-llm, standing in for SGLang and the
+// user simulator), the archiver, the trainer and the producer, each as its own
+// process exactly as they run in production. It prints progress while they work
+// and a summary at the end, then stops them with SIGTERM, as systemd would.
+//
+// It is a development tool: production runs each binary under systemd against a
+// real Kafka cluster (see deploy/ and docs/OPERATIONS.md).
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"tau2rl/cmd/internal/cli"
+)
+
+const usage = `tau2-run — run the whole tau2rl pipeline locally (what 'make run' does)
+
+Starts tau2-broker (embedded Kafka on loopback), tau2-scripted-llm (a scripted
+OpenAI-compatible server that plays the policy from each task's gold actions with
+errors, and the user from the task's scenario), tau2-archiver, tau2-trainer and
+tau2-producer, shows progress until the trainer has taken 'steps' steps, stops
+everything gracefully, and prints a summary of what was produced, archived and
+trained. Logs and data go to 'dir' (one sub-directory per run).
+
+Examples:
+  tau2-run                          # airline, 3 trainer steps
+  tau2-run domain=retail steps=5
+  tau2-run bin=bin dir=/tmp/tau2run`
+
+// Config is tau2-run's configuration.
+type Config struct {
+	// Bin is the directory holding the built binaries.
+	Bin string `yaml:"bin"`
+	// Dir is where each run gets a timestamped directory of logs, Kafka data,
+	// the Parquet dataset and the trainer's checkpoints.
+	Dir string `yaml:"dir"`
+	// Domain and Split choose the τ² tasks the trainer requests rollouts for.
+	Domain string `yaml:"domain"`
+	Split  string `yaml:"split"`
+	// Steps is how many trainer steps to run before stopping.
+	Steps int `yaml:"steps"`
+	// GroupSize is the number of rollouts per task (GRPO group), BatchSize the
+	// number of groups per trainer step.
+	GroupSize int `yaml:"group_size"`
+	BatchSize int `yaml:"batch_size"`
+	// Concurrency is how many episodes the producer runs at once.
+	Concurrency int `yaml:"concurrency"`
+	// AgentErrorRate is how often the scripted policy deviates from the gold
+	// actions, so that rewards vary within a group.
+	AgentErrorRate float64 `yaml:"agent_error_rate"`
+	// Timeout bounds the whole run.
+	Timeout time.Duration `yaml:"timeout"`
+	// Interval is how often progress is printed.
+	Interval time.Duration `yaml:"interval"`
+}
+
+func defaultConfig() Config {
+	return Config{
+		Bin: "bin", Dir: "run", Domain: "airline", Split: "train", Steps: 3,
+		GroupSize: 4, BatchSize: 2, Concurrency: 32, AgentErrorRate: 0.3,
+		Timeout: 15 * time.Minute, Interval: 2 * time.Second,
+	}
+}
+
+func main() {
+	cfg := defaultConfig()
+	cli.Main(cli.App{Name: "tau2-run", Usage: usage, MetricsAddr: "off"}, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
+		if cfg.Steps < 1 || cfg.GroupSize < 1 || cfg.BatchSize < 1 || cfg.Concurrency < 1 {
+			return fmt.Errorf("steps, group_size, batch_size and concurrency must be at least 1")
+		}
+		for _, b := range []string{"tau2-broker", "tau2-scripted-llm", "tau2-archiver", "tau2-trainer", "tau2-producer"} {
+			if _, err := os.Stat(filepath.Join(cfg.Bin, b)); err != nil {
+				return fmt.Errorf("%s not built in %s (run 'make build'): %w", b, cfg.Bin, err)
+			}
+		}
+		dir := filepath.Join(cfg.Dir, time.Now().UTC().Format("20060102-150405"))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		rt.Ready()
+		return runPipeline(ctx, cfg, dir)
+	})
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// pipeline holds the running processes of one run.
+type pipeline struct {
+	cfg   Config
+	dir   string
+	bin   func(string) string
+	procs []*proc // in start order; stopped in reverse, producer first
+
+	broker, llm, archiver, trainer, producer *proc
+	brokerAddr, llmAddr                      string
+	dataset, checkpoints                     string
+}
+
+func runPipeline(ctx context.Context, cfg Config, dir string) (err error) {
+	abs, err := filepath.Abs(cfg.Bin)
+	if err != nil {
+		return err
+	}
+	p := &pipeline{cfg: cfg, dir: dir, bin: func(name string) string { return filepath.Join(abs, name) },
+		dataset: filepath.Join(dir, "dataset"), checkpoints: filepath.Join(dir, "checkpoints")}
+	fmt.Printf("tau2-run: run directory %s (logs: *.log)\n", dir)
+	defer func() {
+		if stopErr := p.stopAll(); stopErr != nil && err == nil {
+			err = stopErr
+		}
+	}()
+	if err := p.startAll(ctx); err != nil {
+		return err
+	}
+	started := time.Now()
+	if err := p.watch(ctx, started); err != nil {
+		return err
+	}
+	// Graceful stop: the producer first (it finishes or hands back its
+	// episodes), then the archiver once it has caught up, then the rest.
+	fmt.Println("tau2-run: target reached; stopping the producer (SIGTERM) and letting the archiver catch up")
+	if err := p.producer.stop(90 * time.Second); err != nil {
+		return err
+	}
+	p.waitArchived(ctx, 30*time.Second)
+	for _, q := range []*proc{p.trainer, p.archiver} {
+		if err := q.stop(60 * time.Second); err != nil {
+			return err
+		}
+	}
+	return p.summary(ctx, time.Since(started))
+}
+
+// startAll launches the processes in dependency order and waits for each to be healthy.
+func (p *pipeline) startAll(ctx context.Context) error {
+	var err error
+	addr := func() string {
+		a, e := freeAddr()
+		if e != nil && err == nil {
+			err = e
+		}
+		return a
+	}
+	p.brokerAddr, p.llmAddr = addr(), addr()
+	m := [5]string{addr(), addr(), addr(), addr(), addr()}
+	if err != nil {
+		return err
+	}
+	brokers := "kafka.brokers=[" + p.brokerAddr + "]"
+	c := p.cfg
+	steps := []struct {
+		name, bin, metrics string
+		slot               **proc
+		args               []string
+	}{
+		{"broker", "tau2-broker", m[0], &p.broker, []string{
+			"addr=" + p.brokerAddr, "data_dir=" + filepath.Join(p.dir, "kafka")}},
+		{"scripted-llm", "tau2-scripted-llm", m[1], &p.llm, []string{
+			"addr=" + p.llmAddr, fmt.Sprintf("agent_error_rate=%g", c.AgentErrorRate), "domain=" + c.Domain}},
+		{"archiver", "tau2-archiver", m[2], &p.archiver, []string{
+			brokers, "dataset_dir=" + p.dataset, "roll.max_age=5s"}},
+		{"trainer", "tau2-trainer", m[3], &p.trainer, []string{
+			brokers, "checkpoint.dir=" + p.checkpoints,
+			fmt.Sprintf("batch_size=%d", c.BatchSize), fmt.Sprintf("group.group_size=%d", c.GroupSize),
+			fmt.Sprintf("admission.tasks=[{domain: %s, split: %s}]", c.Domain, c.Split),
+			"reload.backend=sglang", "reload.endpoints=[http://" + p.llmAddr + "]"}},
+		{"producer", "tau2-producer", m[4], &p.producer, []string{
+			brokers, "mode=tau2", fmt.Sprintf("concurrency=%d", c.Concurrency),
+			"policy.endpoints=[http://" + p.llmAddr + "]", "user_llm_base_url=http://" + p.llmAddr + "/v1"}},
+	}
+	for _, s := range steps {
+		q, err := start(p.dir, p.bin(s.bin), s.name, s.metrics, s.args...)
+		if err != nil {
+			return err
+		}
+		*s.slot = q
+		p.procs = append(p.procs, q)
+		if err := q.waitHealthy(ctx, 60*time.Second); err != nil {
+			return err
+		}
+		fmt.Printf("tau2-run: %-13s up (metrics http://%s/metrics)\n", s.name, s.metrics)
+	}
+	return nil
+}
+
+// watch prints progress until the trainer has taken the configured steps.
+func (p *pipeline) watch(ctx context.Context, started time.Time) error {
+	deadline := time.After(p.cfg.Timeout)
+	tick := time.NewTicker(p.cfg.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline:
+			return fmt.Errorf("timed out after %s before the trainer took %d steps; see the logs in %s", p.cfg.Timeout, p.cfg.Steps, p.dir)
+		case <-tick.C:
+		}
+		for _, q := range p.procs {
+			if ok, err := q.exited(); ok {
+				return fmt.Errorf("%s exited unexpectedly (%v); last lines of %s:\n%s", q.name, err, q.logPath, tail(q.logPath, 20))
+			}
+		}
+		pr, _ := scrape(p.producer.metrics)
+		ar, _ := scrape(p.archiver.metrics)
+		tr, _ := scrape(p.trainer.metrics)
+		episodes := pr["tau2_producer_episodes_finished_total"]
+		rewardSum, rewardN := pr["tau2_producer_reward_sum"], pr["tau2_producer_reward_count"]
+		mean := 0.0
+		if rewardN > 0 {
+			mean = rewardSum / rewardN
+		}
+		fmt.Printf("[%5.0fs] episodes %4.0f (mean reward %.2f, infra errors %.0f) | archived %4.0f rows in %2.0f files | trainer step %.0f/%d, policy v%.0f, tree ratio %.2f\n",
+			time.Since(started).Seconds(), episodes, mean, pr["tau2_producer_infra_errors_total"],
+			ar["tau2_archiver_rows_written_total"], ar["tau2_archiver_files_written_total"],
+			tr["tau2_trainer_steps_total"], p.cfg.Steps, tr["tau2_trainer_policy_version"], tr["tau2_trainer_tree_token_ratio"])
+		if tr["tau2_trainer_steps_total"] >= float64(p.cfg.Steps) {
+			return nil
+		}
+	}
+}
+
+// waitArchived waits until the archiver's row count stops growing, so the
+// summary sees everything the producer published.
+func (p *pipeline) waitArchived(ctx context.Context, limit time.Duration) {
+	end := time.Now().Add(limit)
+	last, stable := -1.0, 0
+	for time.Now().Before(end) && ctx.Err() == nil {
+		ar, err := scrape(p.archiver.metrics)
+		if err == nil {
+			rows := ar["tau2_archiver_rows_written_total"] + ar["tau2_archiver_duplicates_total"]
+			if rows == last {
+				stable++
+				if stable >= 3 {
+					return
+				}
+			} else {
+				stable = 0
+			}
+			last = rows
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// stopAll stops whatever still runs, newest first.
+func (p *pipeline) stopAll() error {
+	var errs []error
+	for i := len(p.procs) - 1; i >= 0; i-- {
+		if err := p.procs[i].stop(60 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// logHint lists the run's log files, for error messages.
+func (p *pipeline) logHint() string {
+	var names []string
+	for _, q := range p.procs {
+		names = append(names, q.logPath)
+	}
+	return strings.Join(names, " ")
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"tau2rl/consumers/dataset"
+	"tau2rl/schemas"
+)
+
+// summary reads back what the run left on disk — the Parquet dataset and the
+// trainer's checkpoints — and prints what happened. It reads the files rather
+// than trusting the processes' counters, so it shows what a user would find.
+func (p *pipeline) summary(ctx context.Context, elapsed time.Duration) error {
+	ds, err := dataset.Open(p.dataset)
+	if err != nil {
+		return fmt.Errorf("summary: %w (archiver log: %s)", err, p.archiver.logPath)
+	}
+	type agg struct {
+		n, rewardSum, tokens float64
+	}
+	byDomain := map[string]*agg{}
+	byVersion := map[int64]*agg{}
+	terminations := map[string]int{}
+	ids := map[string]bool{}
+	dups := 0
+	st, err := ds.Scan(ctx, dataset.Filter{IncludeInfraErrors: true}, func(t *schemas.Trajectory) error {
+		if ids[t.ID] {
+			dups++
+		}
+		ids[t.ID] = true
+		terminations[string(t.Status)+"/"+t.Termination]++
+		if t.Status != schemas.StatusOK {
+			return nil
+		}
+		gen := 0
+		for _, c := range t.Calls {
+			gen += len(c.CompletionTokens)
+		}
+		for _, a := range []*agg{get(byDomain, t.Domain), get(byVersion, t.PolicyVersionStart)} {
+			a.n++
+			a.rewardSum += t.Reward
+			a.tokens += float64(gen)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("summary: read dataset: %w", err)
+	}
+	fmt.Printf("\n== tau2-run summary (%s) ==\n", elapsed.Round(time.Second))
+	fmt.Printf("dataset %s: %d files, %d trajectories, %d duplicate ids\n", p.dataset, st.Files, len(ids), dups)
+	fmt.Println("reward by domain:")
+	for _, d := range sortedKeys(byDomain) {
+		a := byDomain[d]
+		fmt.Printf("  %-10s %5.0f episodes  mean reward %.3f  %7.0f generated tokens\n", d, a.n, a.rewardSum/a.n, a.tokens)
+	}
+	fmt.Println("reward by policy version at episode start:")
+	vs := make([]int64, 0, len(byVersion))
+	for v := range byVersion {
+		vs = append(vs, v)
+	}
+	sort.Slice(vs, func(i, j int) bool { return vs[i] < vs[j] })
+	for _, v := range vs {
+		a := byVersion[v]
+		fmt.Printf("  v%-3d %5.0f episodes  mean reward %.3f\n", v, a.n, a.rewardSum/a.n)
+	}
+	fmt.Println("status/termination:")
+	for _, k := range sortedKeys(terminations) {
+		fmt.Printf("  %-32s %d\n", k, terminations[k])
+	}
+	ckpts, _ := filepath.Glob(filepath.Join(p.checkpoints, "v*"))
+	var names []string
+	for _, c := range ckpts {
+		if fi, err := os.Stat(c); err == nil && fi.IsDir() {
+			names = append(names, filepath.Base(c))
+		}
+	}
+	fmt.Printf("trainer checkpoints in %s: %s\n", p.checkpoints, strings.Join(names, " "))
+	fmt.Printf("query it: duckdb -c \"SELECT domain, policy_version_start, count(*), avg(reward) FROM read_parquet('%s/**/*.parquet', hive_partitioning=true) GROUP BY ALL\"\n", p.dataset)
+	if dups > 0 {
+		return fmt.Errorf("summary: %d duplicate trajectory ids in the dataset", dups)
+	}
+	if len(ids) == 0 {
+		return fmt.Errorf("summary: the dataset is empty; see %s", p.logHint())
+	}
+	return nil
+}
+
+func get[K comparable, V any](m map[K]*V, k K) *V {
+	if v, ok := m[k]; ok {
+		return v
+	}
+	v := new(V)
+	m[k] = v
+	return v
+}
+
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
