@@ -100,7 +100,6 @@ func get[K comparable, V any](m map[K]*V, k K) *V {
 	return v
 }
 
-
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {

@@ -138,8 +138,8 @@ func TestGoldActionReplay(t *testing.T) {
 				t.Errorf("%s task %s: SameState(replay, pristine)=%v (%v) but DB changed=%v", v.name, task.ID, same, err, changed)
 			}
 		}
-		if writes < 90 {
-			t.Errorf("%s: only %d tasks change the DB", v.name, writes)
+		if writes != 103 { // 104 tasks write; one task's only write fails in τ² too
+			t.Errorf("%s: %d tasks change the DB, want 103", v.name, writes)
 		}
 	}
 }
