@@ -31,7 +31,16 @@ type MicroBatch struct {
 	Positions  []int32 // RoPE position = depth of the node in its original sequence(s) (0-based)
 	Parent     []int32 // index of the parent node, -1 for a root (a sequence start)
 	SubtreeEnd []int32 // index of the last node in i's subtree (i itself for a leaf)
+	// Score optionally marks the nodes whose log-prob and entropy the caller needs (nil: all).
+	// Backends may skip the language-model head for the others and return 0 there. In RL batches
+	// only completion tokens carry loss, so most of a τ² tree (system prompt, tool schemas, user and
+	// tool turns) needs no head, which is the largest single cost for a 151,936-token vocabulary.
+	// Backward ignores dlogp on unscored nodes, so they must carry no loss.
+	Score []bool
 }
+
+// Scored reports whether node i's log-prob is needed (see MicroBatch.Score).
+func (mb *MicroBatch) Scored(i int) bool { return mb.Score == nil || mb.Score[i] }
 
 // Backend computes a Qwen3 dense causal LM over packed prefix-tree micro-batches and trains it.
 // A Backend is not safe for concurrent use: the trainer drives it from one goroutine.
@@ -160,6 +169,9 @@ func (mb *MicroBatch) Validate(vocab int) error {
 	if len(mb.Positions) != n || len(mb.Parent) != n || len(mb.SubtreeEnd) != n {
 		return fmt.Errorf("gpu: micro-batch lengths differ: tokens %d positions %d parent %d subtree_end %d",
 			n, len(mb.Positions), len(mb.Parent), len(mb.SubtreeEnd))
+	}
+	if mb.Score != nil && len(mb.Score) != n {
+		return fmt.Errorf("gpu: micro-batch score mask has %d entries for %d nodes", len(mb.Score), n)
 	}
 	// stack holds the path from the current root to node i-1; a pre-order child's parent must be on it.
 	stack := make([]int32, 0, 64)

@@ -27,11 +27,13 @@ type headPlan struct {
 	kids []int32
 }
 
-// planHead builds the headPlan of a parent array (rows in increasing order, kids in order).
-func planHead(parent []int32) headPlan {
+// planHead builds the headPlan of a parent array (rows in increasing order, kids in order). With a
+// score mask, only scored children are planned, so rows that predict no scored node are skipped.
+func planHead(parent []int32, score []bool) headPlan {
+	scored := func(c int) bool { return score == nil || score[c] }
 	count := make([]int32, len(parent))
-	for _, p := range parent {
-		if p >= 0 {
+	for c, p := range parent {
+		if p >= 0 && scored(c) {
 			count[p]++
 		}
 	}
@@ -50,7 +52,7 @@ func planHead(parent []int32) headPlan {
 	hp.kids = make([]int32, hp.off[len(hp.rows)])
 	fill := append([]int32(nil), hp.off[:len(hp.rows)]...)
 	for c, p := range parent {
-		if p >= 0 {
+		if p >= 0 && scored(c) {
 			r := slot[p]
 			hp.kids[fill[r]] = int32(c)
 			fill[r]++

@@ -155,7 +155,7 @@ func (m *model[T]) forward(mb *gpu.MicroBatch, keep bool) *acts[T] {
 	c := m.cfg
 	N, H, I, Q, KV := mb.Len(), c.HiddenSize, c.IntermediateSize, c.QDim(), c.KVDim()
 	nh, nkv, hd, eps := c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim, c.RMSNormEps
-	a := &acts[T]{mb: mb, n: N, plan: planHead(mb.Parent)}
+	a := &acts[T]{mb: mb, n: N, plan: planHead(mb.Parent, mb.Score)}
 	a.cos, a.sin = ropeTables[T](mb.Positions, m.invFreq)
 	nbuf := 1
 	if keep {

@@ -354,3 +354,56 @@ func TestParallelMatchesSerial(t *testing.T) {
 		}
 	}
 }
+
+// A score mask skips the LM head on unscored nodes without changing anything on scored ones:
+// the same log-probs there, zeros elsewhere, and the same gradients when unscored nodes carry no
+// loss.
+func TestScoreMaskSkipsUnscoredNodes(t *testing.T) {
+	full := treeBatch()
+	masked := *full
+	masked.Score = make([]bool, full.Len())
+	dlogp := make([]float32, full.Len())
+	for i := range masked.Score {
+		if i%2 == 1 && full.Parent[i] >= 0 {
+			masked.Score[i] = true
+			dlogp[i] = -1
+		}
+	}
+	run := func(mb *gpu.MicroBatch) ([]float32, map[string][]float32) {
+		b, err := NewRandom(gpu.TinyConfig(), 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logp, _, err := b.Forward(mb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Backward(dlogp); err != nil {
+			t.Fatal(err)
+		}
+		return logp, b.Gradients()
+	}
+	lf, gf := run(full)
+	lm, gm := run(&masked)
+	for i := range lf {
+		want := float32(0)
+		if masked.Score[i] {
+			want = lf[i]
+		}
+		if lm[i] != want {
+			t.Errorf("node %d: masked logp %g, want %g", i, lm[i], want)
+		}
+	}
+	for name, g := range gf {
+		for j := range g {
+			if d := g[j] - gm[name][j]; d > 1e-6 || d < -1e-6 {
+				t.Fatalf("%s[%d]: gradient %g with mask, %g without", name, j, gm[name][j], g[j])
+			}
+		}
+	}
+	bad := masked
+	bad.Score = bad.Score[:1]
+	if err := bad.Validate(gpu.TinyConfig().VocabSize); err == nil {
+		t.Error("a score mask of the wrong length validated")
+	}
+}

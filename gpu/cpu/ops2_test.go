@@ -106,7 +106,7 @@ func TestAttentionMaskIsolatesBranches(t *testing.T) {
 }
 
 func TestPlanHead(t *testing.T) {
-	hp := planHead(testTreeParent)
+	hp := planHead(testTreeParent, nil)
 	wantRows := []int32{0, 1, 3, 5}
 	wantKids := [][]int32{{1}, {2, 3}, {4}, {6}}
 	if len(hp.rows) != len(wantRows) {
@@ -137,7 +137,7 @@ func TestLogprobValuesAcrossChunks(t *testing.T) {
 		tokens[i] = int32(rng.IntN(V))
 	}
 	tokens[3] = vocabChunk + 5
-	hp := planHead(testTreeParent)
+	hp := planHead(testTreeParent, nil)
 	logp, ent, lse := make([]float64, N), make([]float64, N), make([]float64, len(hp.rows))
 	logprobForward(logp, ent, lse, f, w, tokens, hp, H, V)
 	for c, p := range testTreeParent {
@@ -176,7 +176,7 @@ func TestLogprobGradient(t *testing.T) {
 	f, w := randVec(rng, N*H, 1), randVec(rng, V*H, 1)
 	tokens := []int32{3, 1, 4, 1, 5, 9, 2}
 	r := randVec(rng, N, 1)
-	hp := planHead(testTreeParent)
+	hp := planHead(testTreeParent, nil)
 	logp, ent, lse := make([]float64, N), make([]float64, N), make([]float64, len(hp.rows))
 	loss := func() float64 { logprobForward(logp, ent, lse, f, w, tokens, hp, H, V); return weightedSum(logp, r) }
 	loss()

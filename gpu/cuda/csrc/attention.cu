@@ -27,6 +27,15 @@ using namespace nvcuda;
 
 #define ATT_B 64       /* rows of a query tile and of a key tile */
 #define ATT_THREADS 128 /* 4 warps, 16 rows each */
+/* Shared-memory rows are padded (16 bytes for bf16 tiles and P, 16 bytes for fp32 tiles) so the
+ * 8 rows one tensor-core fragment load touches fall in different banks; unpadded 256-byte rows
+ * made every fragment load an 8-way bank conflict. */
+#define SLD (ATT_B + 4) /* fp32 64×64 tiles (S, dP) */
+#define PLD (ATT_B + 8) /* bf16 64×64 tiles (P, dS) */
+template <int D> struct Ld {
+    static constexpr int k = D + 8; /* bf16 64×D tiles (Q, K, V, dO) */
+    static constexpr int o = D + 4; /* fp32 64×D tiles (O accumulator, staging) */
+};
 
 typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> frag_a_row;
 typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::col_major> frag_a_col;
@@ -44,7 +53,7 @@ __device__ __forceinline__ void load_tile(bf16 *dst, const bf16 *src, int stride
         int r = idx / vec_per_row, c8 = idx - r * vec_per_row;
         int4 val = make_int4(0, 0, 0, 0);
         if (row0 + r < n) val = *reinterpret_cast<const int4 *>(src + (size_t)(row0 + r) * stride + c8 * 8);
-        *reinterpret_cast<int4 *>(dst + r * D + c8 * 8) = val;
+        *reinterpret_cast<int4 *>(dst + r * Ld<D>::k + c8 * 8) = val;
     }
 }
 
@@ -59,11 +68,11 @@ __device__ __forceinline__ void warp_abt(float *S, const bf16 *A, const bf16 *B,
         for (int kk = 0; kk < D; kk += 16) {
             frag_a_row a;
             frag_b_col b;
-            wmma::load_matrix_sync(a, A + (warp * 16) * D + kk, D);
-            wmma::load_matrix_sync(b, B + (j * 16) * D + kk, D);
+            wmma::load_matrix_sync(a, A + (warp * 16) * Ld<D>::k + kk, Ld<D>::k);
+            wmma::load_matrix_sync(b, B + (j * 16) * Ld<D>::k + kk, Ld<D>::k);
             wmma::mma_sync(acc, a, b, acc);
         }
-        wmma::store_matrix_sync(S + (warp * 16) * ATT_B + j * 16, acc, ATT_B, wmma::mem_row_major);
+        wmma::store_matrix_sync(S + (warp * 16) * SLD + j * 16, acc, SLD, wmma::mem_row_major);
     }
 }
 
@@ -91,12 +100,12 @@ extern "C" t2_status t2_tree_blockmax(int32_t *blockmax, const int32_t *subtree_
 template <int D>
 struct FwdSmem {
     static constexpr size_t q = 0;
-    static constexpr size_t k = q + ATT_B * D * 2;
-    static constexpr size_t v = k + ATT_B * D * 2;
-    static constexpr size_t s = v + ATT_B * D * 2;       /* fp32 64×64 scores */
-    static constexpr size_t p = s + ATT_B * ATT_B * 4;   /* bf16 64×64 probabilities */
-    static constexpr size_t o = p + ATT_B * ATT_B * 2;   /* fp32 64×D output accumulator */
-    static constexpr size_t m = o + ATT_B * D * 4;       /* fp32 row max */
+    static constexpr size_t k = q + ATT_B * Ld<D>::k * 2;
+    static constexpr size_t v = k + ATT_B * Ld<D>::k * 2;
+    static constexpr size_t s = v + ATT_B * Ld<D>::k * 2; /* fp32 64×64 scores */
+    static constexpr size_t p = s + ATT_B * SLD * 4;      /* bf16 64×64 probabilities */
+    static constexpr size_t o = p + ATT_B * PLD * 2;      /* fp32 64×D output accumulator */
+    static constexpr size_t m = o + ATT_B * Ld<D>::o * 4; /* fp32 row max */
     static constexpr size_t l = m + ATT_B * 4;           /* fp32 row sum */
     static constexpr size_t end = l + ATT_B * 4;         /* int32 subtree_end of the key tile */
     static constexpr size_t bytes = end + ATT_B * 4;
@@ -119,7 +128,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_fwd_kernel(
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 
     load_tile<D>(sQ, q + h * D, qs, q0, n);
-    for (int i = threadIdx.x; i < ATT_B * D; i += ATT_THREADS) sO[i] = 0.f;
+    for (int i = threadIdx.x; i < ATT_B * Ld<D>::o; i += ATT_THREADS) sO[i] = 0.f;
     for (int i = threadIdx.x; i < ATT_B; i += ATT_THREADS) {
         sM[i] = -INFINITY;
         sL[i] = 0.f;
@@ -140,7 +149,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_fwd_kernel(
         /* online softmax over the warp's 16 rows; each lane owns key columns lane and lane+32 */
         for (int rr = 0; rr < 16; ++rr) {
             const int r = warp * 16 + rr, i = q0 + r;
-            const float *srow = sS + r * ATT_B;
+            const float *srow = sS + r * SLD;
             float s0 = srow[lane] * scale_log2, s1 = srow[lane + 32] * scale_log2;
             const int j0 = k0 + lane, j1 = k0 + lane + 32;
             const bool v0 = i < n && j0 <= i && i <= sEnd[lane];
@@ -157,33 +166,33 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_fwd_kernel(
                 alpha = exp2f(m_old - m_new);
             }
             const bf16 b0 = __float2bfloat16(p0), b1 = __float2bfloat16(p1);
-            sP[r * ATT_B + lane] = b0;
-            sP[r * ATT_B + lane + 32] = b1;
+            sP[r * PLD + lane] = b0;
+            sP[r * PLD + lane + 32] = b1;
             const float sum = warp_sum(__bfloat162float(b0) + __bfloat162float(b1));
             __syncwarp();
             if (lane == 0) {
                 sM[r] = m_new;
                 sL[r] = sL[r] * alpha + sum;
             }
-            for (int c = lane; c < D; c += 32) sO[r * D + c] *= alpha;
+            for (int c = lane; c < D; c += 32) sO[r * Ld<D>::o + c] *= alpha;
         }
         __syncwarp();
 
         /* O[16w.., :] += P[16w.., :] · V */
         frag_a_row a[ATT_B / 16];
 #pragma unroll
-        for (int kk = 0; kk < ATT_B / 16; ++kk) wmma::load_matrix_sync(a[kk], sP + (warp * 16) * ATT_B + kk * 16, ATT_B);
+        for (int kk = 0; kk < ATT_B / 16; ++kk) wmma::load_matrix_sync(a[kk], sP + (warp * 16) * PLD + kk * 16, PLD);
 #pragma unroll
         for (int j = 0; j < D / 16; ++j) {
             frag_acc acc;
-            wmma::load_matrix_sync(acc, sO + (warp * 16) * D + j * 16, D, wmma::mem_row_major);
+            wmma::load_matrix_sync(acc, sO + (warp * 16) * Ld<D>::o + j * 16, Ld<D>::o, wmma::mem_row_major);
 #pragma unroll
             for (int kk = 0; kk < ATT_B / 16; ++kk) {
                 frag_b_row b;
-                wmma::load_matrix_sync(b, sV + (kk * 16) * D + j * 16, D);
+                wmma::load_matrix_sync(b, sV + (kk * 16) * Ld<D>::k + j * 16, Ld<D>::k);
                 wmma::mma_sync(acc, a[kk], b, acc);
             }
-            wmma::store_matrix_sync(sO + (warp * 16) * D + j * 16, acc, D, wmma::mem_row_major);
+            wmma::store_matrix_sync(sO + (warp * 16) * Ld<D>::o + j * 16, acc, Ld<D>::o, wmma::mem_row_major);
         }
         __syncwarp();
     }
@@ -195,7 +204,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_fwd_kernel(
         if (i >= n) break;
         const float inv = 1.f / sL[r];
         for (int c = lane; c < D; c += 32)
-            out[(size_t)i * out_stride + h * D + c] = __float2bfloat16(sO[r * D + c] * inv);
+            out[(size_t)i * out_stride + h * D + c] = __float2bfloat16(sO[r * Ld<D>::o + c] * inv);
         if (lane == 0) lse[(size_t)h * n + i] = sM[r] + log2f(sL[r]);
     }
 }
@@ -248,14 +257,14 @@ __global__ void attention_bwd_dot_kernel(float *Di, const bf16 *dout, const bf16
 template <int D>
 struct BwdSmem {
     static constexpr size_t a = 0;                        /* bf16 64×D: K (dq kernel) / Q (dkdv kernel) */
-    static constexpr size_t b = a + ATT_B * D * 2;        /* bf16 64×D: V / dO; a+b double as fp32 64×D staging */
-    static constexpr size_t c = b + ATT_B * D * 2;        /* bf16 64×D: Q / K */
-    static constexpr size_t e = c + ATT_B * D * 2;        /* bf16 64×D: dO / V */
-    static constexpr size_t s = e + ATT_B * D * 2;        /* fp32 64×64 scores */
-    static constexpr size_t dp = s + ATT_B * ATT_B * 4;   /* fp32 64×64 dP */
-    static constexpr size_t pb = dp + ATT_B * ATT_B * 4;  /* bf16 64×64 P */
-    static constexpr size_t dsb = pb + ATT_B * ATT_B * 2; /* bf16 64×64 dS (scaled) */
-    static constexpr size_t lse = dsb + ATT_B * ATT_B * 2;
+    static constexpr size_t b = a + ATT_B * Ld<D>::k * 2; /* bf16 64×D: V / dO; a+b double as fp32 64×D staging */
+    static constexpr size_t c = b + ATT_B * Ld<D>::k * 2; /* bf16 64×D: Q / K */
+    static constexpr size_t e = c + ATT_B * Ld<D>::k * 2; /* bf16 64×D: dO / V */
+    static constexpr size_t s = e + ATT_B * Ld<D>::k * 2; /* fp32 64×64 scores */
+    static constexpr size_t dp = s + ATT_B * SLD * 4;     /* fp32 64×64 dP */
+    static constexpr size_t pb = dp + ATT_B * SLD * 4;    /* bf16 64×64 P */
+    static constexpr size_t dsb = pb + ATT_B * PLD * 2;   /* bf16 64×64 dS (scaled) */
+    static constexpr size_t lse = dsb + ATT_B * PLD * 2;
     static constexpr size_t di = lse + ATT_B * 4;
     static constexpr size_t end = di + ATT_B * 4;
     static constexpr size_t bytes = end + ATT_B * 4;
@@ -273,10 +282,10 @@ __device__ __forceinline__ void tile_p_ds(bf16 *sPb, bf16 *sdSb, const float *sS
         for (int half = 0; half < 2; ++half) {
             const int cc = lane + half * 32, j = k0 + cc;
             const bool vis = i < n && j <= i && i <= sEnd[cc];
-            const float p = vis ? exp2f(sS[r * ATT_B + cc] * scale_log2 - lse2) : 0.f;
-            const float ds = p * (sdP[r * ATT_B + cc] - di) * scale;
-            if (sPb) sPb[r * ATT_B + cc] = __float2bfloat16(p);
-            sdSb[r * ATT_B + cc] = __float2bfloat16(ds);
+            const float p = vis ? exp2f(sS[r * SLD + cc] * scale_log2 - lse2) : 0.f;
+            const float ds = p * (sdP[r * SLD + cc] - di) * scale;
+            if (sPb) sPb[r * PLD + cc] = __float2bfloat16(p);
+            sdSb[r * PLD + cc] = __float2bfloat16(ds);
         }
     }
 }
@@ -287,12 +296,12 @@ __device__ __forceinline__ void store_rows(bf16 *dst, int stride, int row0, int 
                                            int warp, int lane) {
 #pragma unroll
     for (int j = 0; j < D / 16; ++j)
-        wmma::store_matrix_sync(stage + (warp * 16) * D + j * 16, acc[j], D, wmma::mem_row_major);
+        wmma::store_matrix_sync(stage + (warp * 16) * Ld<D>::o + j * 16, acc[j], Ld<D>::o, wmma::mem_row_major);
     __syncwarp();
     for (int rr = 0; rr < 16; ++rr) {
         const int r = warp * 16 + rr, i = row0 + r;
         if (i >= n) break;
-        for (int c = lane; c < D; c += 32) dst[(size_t)i * stride + c] = __float2bfloat16(stage[r * D + c]);
+        for (int c = lane; c < D; c += 32) dst[(size_t)i * stride + c] = __float2bfloat16(stage[r * Ld<D>::o + c]);
     }
 }
 
@@ -342,11 +351,11 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_bwd_dq_kernel(
 #pragma unroll
         for (int kk = 0; kk < ATT_B / 16; ++kk) {
             frag_a_row a;
-            wmma::load_matrix_sync(a, sdSb + (warp * 16) * ATT_B + kk * 16, ATT_B);
+            wmma::load_matrix_sync(a, sdSb + (warp * 16) * PLD + kk * 16, PLD);
 #pragma unroll
             for (int j = 0; j < D / 16; ++j) {
                 frag_b_row b;
-                wmma::load_matrix_sync(b, sK + (kk * 16) * D + j * 16, D);
+                wmma::load_matrix_sync(b, sK + (kk * 16) * Ld<D>::k + j * 16, Ld<D>::k);
                 wmma::mma_sync(acc[j], a, b, acc[j]);
             }
         }
@@ -407,14 +416,14 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_bwd_dkdv_kernel(
 #pragma unroll
             for (int kk = 0; kk < ATT_B / 16; ++kk) {
                 frag_a_col pt, dst;
-                wmma::load_matrix_sync(pt, sPb + (kk * 16) * ATT_B + warp * 16, ATT_B);
-                wmma::load_matrix_sync(dst, sdSb + (kk * 16) * ATT_B + warp * 16, ATT_B);
+                wmma::load_matrix_sync(pt, sPb + (kk * 16) * PLD + warp * 16, PLD);
+                wmma::load_matrix_sync(dst, sdSb + (kk * 16) * PLD + warp * 16, PLD);
 #pragma unroll
                 for (int j = 0; j < D / 16; ++j) {
                     frag_b_row b;
-                    wmma::load_matrix_sync(b, sdO + (kk * 16) * D + j * 16, D);
+                    wmma::load_matrix_sync(b, sdO + (kk * 16) * Ld<D>::k + j * 16, Ld<D>::k);
                     wmma::mma_sync(dV[j], pt, b, dV[j]);
-                    wmma::load_matrix_sync(b, sQ + (kk * 16) * D + j * 16, D);
+                    wmma::load_matrix_sync(b, sQ + (kk * 16) * Ld<D>::k + j * 16, Ld<D>::k);
                     wmma::mma_sync(dK[j], dst, b, dK[j]);
                 }
             }
