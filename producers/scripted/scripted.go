@@ -49,14 +49,12 @@
 package scripted
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"regexp"
-	"strconv"
 	"strings"
 
 	"tau2rl/producers/chattemplate"
@@ -210,9 +208,8 @@ type step struct {
 	text string
 }
 
-// Plan returns the scripted agent's turns for an episode (exported for
-// tests and documentation tooling).
-func (s *Script) Plan(domain string, task *data.Task, episodeID string, solo bool) ([]step, error) {
+// plan returns the scripted agent's turns for an episode.
+func (s *Script) plan(domain string, task *data.Task, episodeID string, solo bool) ([]step, error) {
 	var steps []step
 	var actions []data.Action
 	var info []string
@@ -338,7 +335,7 @@ func perturb(args string) (string, bool) {
 }
 
 func (s *Script) agent(tag episode.Tag, task *data.Task, msgs []chattemplate.Message, solo bool) (llmtest.Reply, error) {
-	plan, err := s.Plan(tag.Domain, task, tag.Episode, solo)
+	plan, err := s.plan(tag.Domain, task, tag.Episode, solo)
 	if err != nil {
 		return llmtest.Reply{}, err
 	}
@@ -414,10 +411,6 @@ func (s *Script) user(task *data.Task, msgs []chattemplate.Message) (llmtest.Rep
 		if m == nil || !json.Valid([]byte(m[2])) {
 			return llmtest.Reply{Content: "Sorry, I did not understand which action to perform."}, nil
 		}
-		var args bytes.Buffer
-		if err := json.Compact(&args, []byte(m[2])); err != nil {
-			return llmtest.Reply{}, err
-		}
 		return llmtest.Reply{ToolCalls: []llmtest.ToolCall{{Name: m[1], Arguments: json.RawMessage(m[2])}}}, nil
 	case strings.Contains(strings.ToLower(text), "anything else i can help you with"):
 		return llmtest.Reply{Content: ThanksText}, nil
@@ -437,10 +430,4 @@ func Opening(task *data.Task) string {
 		parts = append(parts, strings.TrimSpace(*in.Structured.KnownInfo))
 	}
 	return strings.Join(parts, " ")
-}
-
-// ParseSeed is a helper for the dev binary: a decimal seed or 0.
-func ParseSeed(s string) uint64 {
-	n, _ := strconv.ParseUint(s, 10, 64)
-	return n
 }

@@ -31,7 +31,7 @@ using namespace nvcuda;
  * 8 rows one tensor-core fragment load touches fall in different banks; unpadded 256-byte rows
  * made every fragment load an 8-way bank conflict. */
 #define SLD (ATT_B + 4) /* fp32 64×64 tiles (S, dP) */
-#define PLD (ATT_B + 8) /* bf16 64×64 tiles (P, dS) */
+#define PLD (2 * SLD)   /* bf16 64×64 tiles (P, dS), written in place over the rows of S and dP */
 template <int D> struct Ld {
     static constexpr int k = D + 8; /* bf16 64×D tiles (Q, K, V, dO) */
     static constexpr int o = D + 4; /* fp32 64×D tiles (O accumulator, staging) */
@@ -102,9 +102,8 @@ struct FwdSmem {
     static constexpr size_t q = 0;
     static constexpr size_t k = q + ATT_B * Ld<D>::k * 2;
     static constexpr size_t v = k + ATT_B * Ld<D>::k * 2;
-    static constexpr size_t s = v + ATT_B * Ld<D>::k * 2; /* fp32 64×64 scores */
-    static constexpr size_t p = s + ATT_B * SLD * 4;      /* bf16 64×64 probabilities */
-    static constexpr size_t o = p + ATT_B * PLD * 2;      /* fp32 64×D output accumulator */
+    static constexpr size_t s = v + ATT_B * Ld<D>::k * 2; /* fp32 64×64 scores, then bf16 P in place */
+    static constexpr size_t o = s + ATT_B * SLD * 4;      /* fp32 64×D output accumulator */
     static constexpr size_t m = o + ATT_B * Ld<D>::o * 4; /* fp32 row max */
     static constexpr size_t l = m + ATT_B * 4;           /* fp32 row sum */
     static constexpr size_t end = l + ATT_B * 4;         /* int32 subtree_end of the key tile */
@@ -119,7 +118,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_fwd_kernel(
     typedef FwdSmem<D> L;
     bf16 *sQ = (bf16 *)(smem + L::q), *sK = (bf16 *)(smem + L::k), *sV = (bf16 *)(smem + L::v);
     float *sS = (float *)(smem + L::s), *sO = (float *)(smem + L::o);
-    bf16 *sP = (bf16 *)(smem + L::p);
+    bf16 *sP = (bf16 *)(smem + L::s); /* row r of P overwrites the first half of row r of S */
     float *sM = (float *)(smem + L::m), *sL = (float *)(smem + L::l);
     int *sEnd = (int *)(smem + L::end);
 
@@ -261,32 +260,41 @@ struct BwdSmem {
     static constexpr size_t c = b + ATT_B * Ld<D>::k * 2; /* bf16 64×D: Q / K */
     static constexpr size_t e = c + ATT_B * Ld<D>::k * 2; /* bf16 64×D: dO / V */
     static constexpr size_t s = e + ATT_B * Ld<D>::k * 2; /* fp32 64×64 scores */
-    static constexpr size_t dp = s + ATT_B * SLD * 4;     /* fp32 64×64 dP */
-    static constexpr size_t pb = dp + ATT_B * SLD * 4;    /* bf16 64×64 P */
-    static constexpr size_t dsb = pb + ATT_B * PLD * 2;   /* bf16 64×64 dS (scaled) */
-    static constexpr size_t lse = dsb + ATT_B * PLD * 2;
+    static constexpr size_t dp = s + ATT_B * SLD * 4;     /* fp32 64×64 dP, then bf16 dS in place */
+    static constexpr size_t pb = s;                       /* bf16 64×64 P over the rows of S */
+    static constexpr size_t dsb = dp;                     /* bf16 64×64 dS (scaled) over the rows of dP */
+    static constexpr size_t lse = dp + ATT_B * SLD * 4;
     static constexpr size_t di = lse + ATT_B * 4;
     static constexpr size_t end = di + ATT_B * 4;
     static constexpr size_t bytes = end + ATT_B * 4;
 };
 
 /* For the tile held in sS (scores, query rows × key cols) and sdP: P = exp2(s·scale_log2 − lse2),
- * dS = P·(dP − Di)·scale, for the calling warp's 16 query rows. Rows/cols outside the mask get 0. */
+ * dS = P·(dP − Di)·scale, for the calling warp's 16 query rows. Rows/cols outside the mask get 0.
+ * P and dS are written in place over the rows of S and dP: every lane reads its row values before
+ * the __syncwarp, and writes after it. */
 __device__ __forceinline__ void tile_p_ds(bf16 *sPb, bf16 *sdSb, const float *sS, const float *sdP,
                                           const float *sLse, const float *sDi, const int *sEnd, int q0, int k0,
                                           int n, int warp, int lane, float scale_log2, float scale) {
     for (int rr = 0; rr < 16; ++rr) {
         const int r = warp * 16 + rr, i = q0 + r;
         const float lse2 = sLse[r], di = sDi[r];
+        float p[2], ds[2];
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
             const int cc = lane + half * 32, j = k0 + cc;
             const bool vis = i < n && j <= i && i <= sEnd[cc];
-            const float p = vis ? exp2f(sS[r * SLD + cc] * scale_log2 - lse2) : 0.f;
-            const float ds = p * (sdP[r * SLD + cc] - di) * scale;
-            if (sPb) sPb[r * PLD + cc] = __float2bfloat16(p);
-            sdSb[r * PLD + cc] = __float2bfloat16(ds);
+            p[half] = vis ? exp2f(sS[r * SLD + cc] * scale_log2 - lse2) : 0.f;
+            ds[half] = p[half] * (sdP[r * SLD + cc] - di) * scale;
         }
+        __syncwarp();
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int cc = lane + half * 32;
+            if (sPb) sPb[r * PLD + cc] = __float2bfloat16(p[half]);
+            sdSb[r * PLD + cc] = __float2bfloat16(ds[half]);
+        }
+        __syncwarp();
     }
 }
 
