@@ -57,9 +57,11 @@ func cudaFB(t *testing.T, b *Backend, mb *gpu.MicroBatch, dlogp []float32) fbRes
 }
 
 // bf16 tolerances: the GPU computes in bf16 (about 3 significant digits) what gpu/cpu computes in
-// fp32; llm.c's per-kernel checks use ε = 0.079 relative for bf16.
+// fp32; llm.c's per-kernel checks use ε = 0.079 relative for bf16. On these test models (std 0.08
+// weights, so logits spread over several nats) transformers' own bf16 Qwen3ForCausalLM is 0.08–0.11
+// off an fp64 reference in max |Δ log-prob| (TestAgainstPyTorch measures it), hence tolLogp.
 const (
-	tolLogp     = 0.03 // max |Δ log-prob|
+	tolLogp     = 0.15 // max |Δ log-prob|
 	tolGradRel  = 0.06 // ‖Δg‖/‖g‖ per tensor
 	tolExactRel = 2e-5 // same computation in a different order (recompute, chunking)
 )

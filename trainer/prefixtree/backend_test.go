@@ -57,9 +57,22 @@ func TestTreeLogProbsEqualUnpacked(t *testing.T) {
 	}
 	checked := 0
 	for _, mb := range p.MicroBatches {
-		lp, ent, err := be.LogProbs(&mb.MicroBatch)
+		// Every node (score mask off) must match the unpacked run...
+		all := mb.MicroBatch
+		all.Score = nil
+		lp, ent, err := be.LogProbs(&all)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// ...and the scored run must give the same numbers on the loss nodes it keeps.
+		slp, _, err := be.LogProbs(&mb.MicroBatch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n := range slp {
+			if mb.Score[n] && slp[n] != lp[n] {
+				t.Fatalf("node %d: scored logp %v, full %v", n, slp[n], lp[n])
+			}
 		}
 		for k, s := range mb.Seqs {
 			ref, refEnt, err := be.LogProbs(gpu.Chain(seqs[s].Tokens))

@@ -87,5 +87,10 @@ func emit(run []Visit, seqs []Sequence) *MicroBatch {
 		mb.RefSeq[at] = refSeq[r]
 		mb.RefTok[at] = refTok[r]
 	}
+	// Only nodes that stand for a loss token need the LM head (see gpu.MicroBatch.Score).
+	mb.Score = make([]bool, n)
+	for c := range n {
+		mb.Score[c] = mb.RefStart[c+1] > mb.RefStart[c]
+	}
 	return mb
 }

@@ -82,6 +82,7 @@ func TestPackGolden(t *testing.T) {
 			Positions:  []int32{0, 1, 2, 3, 3, 2, 0, 1},
 			Parent:     []int32{-1, 0, 1, 2, 2, 1, -1, 6},
 			SubtreeEnd: []int32{5, 5, 4, 3, 4, 5, 7, 7},
+			Score:      []bool{false, false, true, true, true, true, false, false},
 		},
 		// loss refs: node 2 (tok 3 of seq 0), node 3 (seq 0 tok 3), node 4 (seq 2 tok 3), node 5 (seq 1 tok 2)
 		RefStart: []int32{0, 0, 0, 1, 2, 3, 4, 4, 4},

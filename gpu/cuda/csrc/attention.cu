@@ -165,6 +165,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_fwd_kernel(
                 alpha = exp2f(m_old - m_new);
             }
             const bf16 b0 = __float2bfloat16(p0), b1 = __float2bfloat16(p1);
+            __syncwarp(); /* P overwrites this row of S: every lane has read its scores */
             sP[r * PLD + lane] = b0;
             sP[r * PLD + lane + 32] = b1;
             const float sum = warp_sum(__bfloat162float(b0) + __bfloat162float(b1));
