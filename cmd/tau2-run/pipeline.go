@@ -88,6 +88,7 @@ func (p *pipeline) startAll(ctx context.Context) error {
 			brokers, "checkpoint.dir=" + p.checkpoints,
 			fmt.Sprintf("batch_size=%d", c.BatchSize), fmt.Sprintf("group.group_size=%d", c.GroupSize),
 			fmt.Sprintf("admission.tasks=[{domain: %s, split: %s}]", c.Domain, c.Split),
+			"model.config=deploy/models/qwen3-tiny/config.json",
 			"reload.backend=sglang", "reload.endpoints=[http://" + p.llmAddr + "]"}},
 		{"producer", "tau2-producer", m[4], &p.producer, []string{
 			brokers, "mode=tau2", fmt.Sprintf("concurrency=%d", c.Concurrency),
