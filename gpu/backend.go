@@ -77,6 +77,49 @@ type WeightExporter interface {
 	Weights() (*Weights, error)
 }
 
+// OptimizerStateSaver is implemented by backends that can persist their training state beyond
+// the Hugging Face weights, so that a trainer restarted from a checkpoint continues the exact
+// optimization it would have run without the restart. It is optional (callers type-assert, and a
+// trainer whose backend lacks it restarts AdamW from zero and says so), because Backend is the
+// contract every backend must meet and this one is only needed for resume.
+//
+// SaveOptimizerState writes OptimizerStateFile into dir (a checkpoint directory that Save has
+// written or will write), atomically: a safetensors file, readable by any safetensors tool and
+// convertible to torch.optim.AdamW's state_dict by parameter name. For every parameter <name> of
+// ParamSpecs(cfg) (Hugging Face names; lm_head absent when embeddings are tied) it holds three F32
+// tensors of the parameter's shape:
+//
+//	<name>.exp_avg     AdamW first moment m  (torch: state[p]["exp_avg"])
+//	<name>.exp_avg_sq  AdamW second moment v (torch: state[p]["exp_avg_sq"])
+//	<name>.master      the fp32 master weights
+//
+// The master weights are there because checkpoints are usually saved in bfloat16 for the
+// inference servers: resuming from those rounded weights would change the trajectory of training
+// even with the moments restored. The __metadata__ holds "format" (OptimizerStateFormat),
+// "format_version" (OptimizerStateFormatVersion), "optimizer" ("adamw") and "step": the number of
+// AdamW steps taken, the t of bias correction (torch: state[p]["step"], equal for every p).
+//
+// LoadOptimizerState reads dir's OptimizerStateFile into a backend of the same model config,
+// replacing its moments, step count and master weights (so it is called after the backend was
+// built from the same checkpoint's weights). A missing or corrupt file, a different format, a
+// missing, extra or mis-shaped tensor, a non-F32 tensor, a non-finite value or a negative
+// exp_avg_sq is an error that leaves the backend unchanged.
+type OptimizerStateSaver interface {
+	SaveOptimizerState(dir string) error
+	LoadOptimizerState(dir string) error
+}
+
+// The on-disk names of the optimizer state (see OptimizerStateSaver), shared so every backend
+// writes and reads the same file.
+const (
+	OptimizerStateFile          = "optimizer.safetensors"
+	OptimizerStateFormat        = "tau2rl.adamw"
+	OptimizerStateFormatVersion = "1"
+	SuffixExpAvg                = ".exp_avg"
+	SuffixExpAvgSq              = ".exp_avg_sq"
+	SuffixMaster                = ".master"
+)
+
 // Optimizer holds the AdamW hyper-parameters of one Step. The trainer may change LR between steps
 // (schedules live in the trainer); the step counter used for bias correction lives in the backend.
 type Optimizer struct {

@@ -27,12 +27,14 @@ const usage = `tau2-trainer — GRPO trainer for tool-using agents on τ²-bench
 
 Consumes scored trajectories (consumer group consumer_group), groups them by task, computes GRPO
 advantages, packs the step's LLM calls into prefix trees, and runs the decoupled PPO update on the
-model backend. Every checkpoint.every steps it saves checkpoints/v<N>/ (Hugging Face safetensors +
-trainer_state.json, atomically), commits the offsets that checkpoint covers, reloads the inference
+model backend. Every checkpoint.every steps it saves checkpoints/v<N>/ (Hugging Face safetensors,
+optimizer.safetensors with the AdamW state, trainer_state.json; atomically), commits the offsets
+that checkpoint covers, reloads the inference
 servers (reload.backend) and publishes policy version N. It issues rollout requests itself so
 in-flight work never runs more than max_head_offpolicyness versions ahead (admission.*).
 
-It resumes from the newest valid checkpoint in checkpoint.dir; otherwise it starts from model.path
+It resumes from the newest valid checkpoint in checkpoint.dir, optimizer state included, so the
+run continues exactly as if it had not stopped; otherwise it starts from model.path
 (a Hugging Face Qwen3 checkpoint) or a random initialisation (model.config, default a tiny shape).
 
 backend: cpu (pure Go reference; small models) or cuda (only in binaries built with -tags cuda).
@@ -128,13 +130,14 @@ func main() {
 	})
 }
 
-// openBackend resumes from the latest checkpoint, or starts from model.path or a random init.
+// openBackend resumes from the latest checkpoint (weights, then optimizer state), or starts from
+// model.path or a random init.
 func openBackend(cfg *Config, rt *cli.Runtime) (gpu.Backend, *checkpoint.State, error) {
 	f, ok := backends[cfg.Backend]
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: backend %q is not available in this binary (have: %s; cuda needs -tags cuda)", cli.ErrUsage, cfg.Backend, backendNames())
 	}
-	m := &checkpoint.Manager{Dir: cfg.Checkpoint.Dir, Keep: cfg.Checkpoint.Keep}
+	m := &checkpoint.Manager{Dir: cfg.Checkpoint.Dir, Keep: cfg.Checkpoint.Keep, Log: rt.Log}
 	dir, st, found, skipped, err := m.Latest()
 	for _, s := range skipped {
 		rt.Log.Warn("unusable checkpoint skipped", "err", s)
@@ -143,11 +146,18 @@ func openBackend(cfg *Config, rt *cli.Runtime) (gpu.Backend, *checkpoint.State, 
 		return nil, nil, err
 	}
 	if found {
-		rt.Log.Info("resuming", "checkpoint", dir, "version", st.Version, "step", st.Step)
 		be, err := f.load(dir, cfg)
 		if err != nil {
 			return nil, nil, fmt.Errorf("resume from %s: %w", dir, err)
 		}
+		// The weights alone would restart AdamW from zero (and, from a bf16 checkpoint, from
+		// rounded weights): restore the optimizer state so the run continues exactly.
+		restored, err := m.LoadOptimizer(dir, st, be)
+		if err != nil {
+			be.Close()
+			return nil, nil, fmt.Errorf("resume from %s: %w", dir, err)
+		}
+		rt.Log.Info("resuming", "checkpoint", dir, "version", st.Version, "step", st.Step, "optimizer_state", restored)
 		return be, &st, nil
 	}
 	if cfg.Model.Path != "" {

@@ -11,6 +11,7 @@ import (
 
 	tkafka "tau2rl/consumers/kafka"
 	"tau2rl/consumers/kafka/embedded"
+	"tau2rl/gpu"
 	"tau2rl/schemas"
 	"tau2rl/trainer/checkpoint"
 	"tau2rl/trainer/trajtest"
@@ -73,15 +74,25 @@ func TestTrainerBinary(t *testing.T) {
 	}
 	m := &checkpoint.Manager{Dir: dir, Keep: 3}
 	ck, st, ok, _, err := m.Latest()
-	if err != nil || !ok || st.Version != 1 {
+	if err != nil || !ok || st.Version != 1 || st.Optimizer != checkpoint.OptimizerSaved {
 		t.Fatalf("checkpoint %s %+v %v %v", ck, st, ok, err)
 	}
-	if _, err := os.Stat(filepath.Join(ck, "config.json")); err != nil {
-		t.Fatal(err)
+	for _, f := range []string{"config.json", gpu.OptimizerStateFile} {
+		if _, err := os.Stat(filepath.Join(ck, f)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Resume: the trainer loads v1 and, with max_steps=1 already reached, stops at once.
 	if err := execute(t, ctx, args...); err != nil {
 		t.Fatal(err)
+	}
+	// A checkpoint that promises optimizer state it does not hold is refused, not resumed from
+	// with a silently different optimizer.
+	if err := os.Remove(filepath.Join(ck, gpu.OptimizerStateFile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := execute(t, ctx, args...); err == nil || !strings.Contains(err.Error(), "optimizer state") {
+		t.Fatalf("resume without the promised optimizer state: err %v", err)
 	}
 }
 

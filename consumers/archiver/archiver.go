@@ -43,7 +43,8 @@ type Deps struct {
 	Committed func(ctx context.Context) (map[int]int64, error)
 	// Topic is the trajectories topic (for matching file offsets at start-up).
 	Topic string
-	// NewSink opens the Parquet writer (ParquetSink). Required.
+	// NewSink opens the Parquet writer (ParquetSink). Required by Open;
+	// OpenKafka defaults it.
 	NewSink SinkFactory
 	// FS is the dataset filesystem; default OSFS.
 	FS FS
@@ -118,10 +119,10 @@ func Open(ctx context.Context, cfg Config, d Deps) (*Archiver, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	if err := d.FS.MkdirAll(cfg.Dir); err != nil {
-		return nil, fmt.Errorf("archiver: dataset dir %s: %w", cfg.Dir, err)
+	if err := d.FS.MkdirAll(cfg.DatasetDir); err != nil {
+		return nil, fmt.Errorf("archiver: dataset dir %s: %w", cfg.DatasetDir, err)
 	}
-	unlock, err := lockDir(cfg.Dir)
+	unlock, err := lockDir(cfg.DatasetDir)
 	if err != nil {
 		return nil, err
 	}
@@ -168,8 +169,8 @@ func (a *Archiver) Run(ctx context.Context) (err error) {
 	}
 	ticker := time.NewTicker(a.cfg.CommitInterval)
 	defer ticker.Stop()
-	a.log.Info("archiver running", "dir", a.cfg.Dir, "group", a.cfg.Group, "topic", a.d.Topic,
-		"roll_bytes", a.cfg.RollBytes, "roll_interval", a.cfg.RollInterval, "pinned_ids", a.Summary.PinnedIDs)
+	a.log.Info("archiver running", "dataset_dir", a.cfg.DatasetDir, "group", a.cfg.Group, "topic", a.d.Topic,
+		"roll_max_bytes", a.cfg.Roll.MaxBytes, "roll_max_age", a.cfg.Roll.MaxAge, "pinned_ids", a.Summary.PinnedIDs)
 	for {
 		select {
 		case <-ctx.Done():
@@ -338,7 +339,7 @@ func (a *Archiver) handle(ctx context.Context, j *job) error {
 	a.m.Messages.WithLabelValues("archived").Inc()
 	a.Summary.Archived++
 	for _, dir := range order {
-		if f := a.files[dir]; f != nil && f.sink.Size() >= a.cfg.RollBytes {
+		if f := a.files[dir]; f != nil && f.sink.Size() >= a.cfg.Roll.MaxBytes {
 			if err := a.finalize(f); err != nil {
 				return err
 			}
@@ -367,7 +368,7 @@ func (a *Archiver) fileFor(dir string) (*openFile, error) {
 	now := a.d.Now()
 	a.seq++
 	name := fmt.Sprintf("%s%s-%s-%06d%s", filePrefix, now.UTC().Format("20060102T150405Z"), a.runID, a.seq, fileSuffix)
-	f, err := newOpenFile(a.d.FS, a.d.NewSink, a.cfg.Dir, dir, name, now)
+	f, err := newOpenFile(a.d.FS, a.d.NewSink, a.cfg.DatasetDir, dir, name, now)
 	if err != nil {
 		a.m.Errors.WithLabelValues("write").Inc()
 		return nil, err
@@ -407,7 +408,7 @@ func (a *Archiver) tick(ctx context.Context) error {
 	now := a.d.Now()
 	var old []*openFile
 	for _, f := range a.files {
-		if now.Sub(f.opened) >= a.cfg.RollInterval {
+		if now.Sub(f.opened) >= a.cfg.Roll.MaxAge {
 			old = append(old, f)
 		}
 	}

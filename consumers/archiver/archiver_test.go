@@ -68,7 +68,7 @@ func TestArchiveEndToEnd(t *testing.T) {
 		t.Fatalf("run: %v", err)
 	}
 
-	ds := readDataset(t, cfg.Dir)
+	ds := readDataset(t, cfg.DatasetDir)
 	checkExactlyOnce(t, ds, trajs)
 	if len(ds.hidden) != 0 {
 		t.Fatalf("temporary files left: %v", ds.hidden)
@@ -86,7 +86,7 @@ func TestArchiveEndToEnd(t *testing.T) {
 			t.Fatalf("unexpected partition dir %s", d)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(cfg.Dir, "..", "..", "etc")); err == nil {
+	if _, err := os.Stat(filepath.Join(cfg.DatasetDir, "..", "..", "etc")); err == nil {
 		t.Fatal("unsafe domain created a directory outside the dataset")
 	}
 	for _, r := range ds.rows {
@@ -133,7 +133,7 @@ func TestArchiveEndToEnd(t *testing.T) {
 
 	// Every file records its source offsets.
 	for _, f := range ds.files {
-		pf := openParquetFile(t, filepath.Join(cfg.Dir, f))
+		pf := openParquetFile(t, filepath.Join(cfg.DatasetDir, f))
 		meta, ok := pf.Lookup(archiver.MetaKafkaOffsets)
 		if !ok {
 			t.Fatalf("%s lacks %s", f, archiver.MetaKafkaOffsets)
@@ -221,7 +221,7 @@ func TestRestartAfterUncommittedFilesHasNoDuplicates(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := runAsync(runCtx, a)
 	for {
-		if ds := readDataset(t, cfg.Dir); len(ds.rows) == len(trajs) {
+		if ds := readDataset(t, cfg.DatasetDir); len(ds.rows) == len(trajs) {
 			break
 		}
 		select {
@@ -252,7 +252,7 @@ func TestRestartAfterUncommittedFilesHasNoDuplicates(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	checkExactlyOnce(t, readDataset(t, cfg.Dir), trajs)
+	checkExactlyOnce(t, readDataset(t, cfg.DatasetDir), trajs)
 	if a2.Summary.Duplicates != len(trajs) || a2.Summary.Rows != 0 {
 		t.Fatalf("second run summary %+v: want everything dropped as duplicates", a2.Summary)
 	}

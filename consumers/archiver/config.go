@@ -11,21 +11,17 @@ import (
 // Config configures the archiver (the `archiver:` block of tau2-archiver's
 // YAML). DefaultConfig documents the defaults.
 type Config struct {
-	// Dir is the dataset root; Hive partitions domain=<d>/date=<YYYY-MM-DD>/
-	// are created under it. Default "data/trajectories".
-	Dir string `yaml:"dir"`
+	// DatasetDir is the dataset root; Hive partitions
+	// domain=<d>/date=<YYYY-MM-DD>/ are created under it. Default
+	// "data/trajectories".
+	DatasetDir string `yaml:"dataset_dir"`
 	// Group is the Kafka consumer group. Default "archiver".
 	Group string `yaml:"group"`
 	// Topic overrides the trajectories topic of the kafka config; empty
 	// uses kafka.topics.trajectories. Default "".
 	Topic string `yaml:"topic"`
-	// RollBytes closes a Parquet file once its estimated size reaches it.
-	// Default 128 MiB.
-	RollBytes int64 `yaml:"roll_bytes"`
-	// RollInterval closes a Parquet file this long after it was opened,
-	// however small. Offsets are committed only for closed files, so this
-	// also bounds how much is redelivered after a crash. Default 60s.
-	RollInterval time.Duration `yaml:"roll_interval"`
+	// Roll says when a Parquet file is closed and made visible.
+	Roll RollConfig `yaml:"roll"`
 	// RowGroupBytes flushes a row group once this many estimated bytes are
 	// buffered for a file; it bounds the memory of each open file. Default
 	// 32 MiB.
@@ -45,37 +41,51 @@ type Config struct {
 	// DecodeWorkers decode Arrow messages in parallel (order is kept).
 	// Default 2.
 	DecodeWorkers int `yaml:"decode_workers"`
+	// Parquet tunes the files (compression level, row groups).
+	Parquet ParquetConfig `yaml:"parquet"`
+}
+
+// RollConfig says when a file is rolled (finalized and a new one started).
+type RollConfig struct {
+	// MaxBytes closes a file once its estimated size reaches it. Default
+	// 128 MiB.
+	MaxBytes int64 `yaml:"max_bytes"`
+	// MaxAge closes a file this long after it was opened, however small.
+	// Offsets are committed only for closed files, so this also bounds
+	// the commit delay and how much is redelivered after a crash. Default
+	// 60s.
+	MaxAge time.Duration `yaml:"max_age"`
 }
 
 // DefaultConfig returns the defaults documented on Config.
 func DefaultConfig() Config {
 	return Config{
-		Dir:            "data/trajectories",
+		DatasetDir:     "data/trajectories",
 		Group:          "archiver",
-		RollBytes:      128 << 20,
-		RollInterval:   60 * time.Second,
+		Roll:           RollConfig{MaxBytes: 128 << 20, MaxAge: 60 * time.Second},
 		RowGroupBytes:  32 << 20,
 		MaxOpenFiles:   32,
 		DedupWindow:    1_000_000,
 		CommitInterval: time.Second,
 		DecodeWorkers:  2,
+		Parquet:        DefaultParquetConfig(),
 	}
 }
 
 // Validate reports configuration errors, naming YAML fields.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.Dir == "" {
-		errs = append(errs, errors.New("dir: required"))
+	if c.DatasetDir == "" {
+		errs = append(errs, errors.New("dataset_dir: required"))
 	}
 	if c.Group == "" {
 		errs = append(errs, errors.New("group: required"))
 	}
-	if c.RollBytes < 1<<10 {
-		errs = append(errs, fmt.Errorf("roll_bytes: %d is below 1 KiB", c.RollBytes))
+	if c.Roll.MaxBytes < 1<<10 {
+		errs = append(errs, fmt.Errorf("roll.max_bytes: %d is below 1 KiB", c.Roll.MaxBytes))
 	}
-	if c.RollInterval <= 0 {
-		errs = append(errs, errors.New("roll_interval: must be positive"))
+	if c.Roll.MaxAge <= 0 {
+		errs = append(errs, errors.New("roll.max_age: must be positive"))
 	}
 	if c.RowGroupBytes < 1<<10 {
 		errs = append(errs, fmt.Errorf("row_group_bytes: %d is below 1 KiB", c.RowGroupBytes))
@@ -91,6 +101,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DecodeWorkers < 1 {
 		errs = append(errs, fmt.Errorf("decode_workers: %d must be ≥ 1", c.DecodeWorkers))
+	}
+	if err := c.Parquet.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("archiver config: %w", errors.Join(errs...))

@@ -9,7 +9,7 @@
 // Each partition directory has at most one open file. A file is written as
 // ".part-<time>-<run>-<seq>.parquet.tmp" (dot-prefixed and .tmp, so globs of
 // *.parquet, the dataset reader and releases never see it) and rolled when
-// its estimated size reaches roll_bytes or it has been open roll_interval.
+// its estimated size reaches roll.max_bytes or it has been open roll.max_age.
 // Rolling writes the footer — with the source Kafka offsets
 // (MetaKafkaOffsets), the row count and the schema version in the key-value
 // metadata — then fsyncs the file, renames it to "part-…​.parquet" and fsyncs

@@ -82,7 +82,7 @@ func offsetsByID(t *testing.T, ctx context.Context, e *env, n int) map[string][2
 
 // checkCommittedIsDurable asserts that every message below the group's
 // committed offsets has its rows in the dataset.
-func checkCommittedIsDurable(t *testing.T, ctx context.Context, e *env, group string, ds dataset, where map[string][2]int64) {
+func checkCommittedIsDurable(t *testing.T, ctx context.Context, e *env, group string, ds datasetView, where map[string][2]int64) {
 	t.Helper()
 	admin, err := tkafka.NewAdmin(e.kc)
 	if err != nil {
@@ -114,7 +114,7 @@ func TestFullDiskInjected(t *testing.T) {
 	trajs := smallTrajectories(3, 300)
 	publish(t, ctx, e, trajs)
 	cfg := testConfig(filepath.Join(t.TempDir(), "ds"))
-	cfg.RollBytes = 4 << 10 // many small files, so some are durable before the disk fills
+	cfg.Roll.MaxBytes = 4 << 10 // many small files, so some are durable before the disk fills
 
 	fsys := &fullFS{budget: 12 << 10}
 	a, err := openArchiver(t, ctx, e, cfg, fsys, nil)
@@ -125,7 +125,7 @@ func TestFullDiskInjected(t *testing.T) {
 	if err == nil || !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "no space left on device") {
 		t.Fatalf("run on a full disk returned %v, want an ENOSPC error", err)
 	}
-	ds := readDataset(t, cfg.Dir)
+	ds := readDataset(t, cfg.DatasetDir)
 	if len(ds.hidden) != 0 {
 		t.Fatalf("temporary files left after the failure: %v", ds.hidden)
 	}
@@ -146,7 +146,7 @@ func TestFullDiskInjected(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	checkExactlyOnce(t, readDataset(t, cfg.Dir), trajs)
+	checkExactlyOnce(t, readDataset(t, cfg.DatasetDir), trajs)
 }
 
 // TestFullDiskTmpfs is the same fault on a real filesystem: a small tmpfs
@@ -184,7 +184,7 @@ func TestFullDiskTmpfs(t *testing.T) {
 	trajs := smallTrajectories(4, 2000)
 	publish(t, ctx, e, trajs)
 	cfg := testConfig(filepath.Join(mnt, "ds"))
-	cfg.RollBytes = 8 << 10
+	cfg.Roll.MaxBytes = 8 << 10
 	a, err := openArchiver(t, ctx, e, cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +194,7 @@ func TestFullDiskTmpfs(t *testing.T) {
 		t.Fatalf("run on a full tmpfs returned %v, want ENOSPC", err)
 	}
 	t.Logf("full tmpfs: %v", err)
-	ds := readDataset(t, cfg.Dir)
+	ds := readDataset(t, cfg.DatasetDir)
 	if len(ds.hidden) != 0 {
 		t.Fatalf("temporary files left: %v", ds.hidden)
 	}
@@ -214,7 +214,7 @@ func TestFullDiskTmpfs(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	checkExactlyOnce(t, readDataset(t, cfg.Dir), trajs)
+	checkExactlyOnce(t, readDataset(t, cfg.DatasetDir), trajs)
 }
 
 // TestBrokerRestartMidStream closes the broker while the archiver runs and
@@ -244,7 +244,7 @@ func TestBrokerRestartMidStream(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	checkExactlyOnce(t, readDataset(t, cfg.Dir), trajs)
+	checkExactlyOnce(t, readDataset(t, cfg.DatasetDir), trajs)
 }
 
 // TestOversizeMessageIsDeadLettered: a message above the archiver's limit is
@@ -273,7 +273,7 @@ func TestOversizeMessageIsDeadLettered(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	checkExactlyOnce(t, readDataset(t, cfg.Dir), trajs)
+	checkExactlyOnce(t, readDataset(t, cfg.DatasetDir), trajs)
 	r, err := tkafka.NewGroupReader(e.kc, "ops", []string{e.kc.Topics.DeadLetters}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -304,10 +304,10 @@ func TestRollBySizeAndOpenFileLimit(t *testing.T) {
 	trajs := smallTrajectories(7, 40)
 	publish(t, ctx, e, trajs)
 	cfg := testConfig(filepath.Join(t.TempDir(), "ds"))
-	cfg.RollBytes = 2 << 10
+	cfg.Roll.MaxBytes = 2 << 10
 	cfg.RowGroupBytes = 1 << 10
 	cfg.MaxOpenFiles = 1
-	cfg.RollInterval = time.Second // only the last file waits for it
+	cfg.Roll.MaxAge = time.Second // only the last file waits for it
 	a, err := openArchiver(t, ctx, e, cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +319,7 @@ func TestRollBySizeAndOpenFileLimit(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	ds := readDataset(t, cfg.Dir)
+	ds := readDataset(t, cfg.DatasetDir)
 	checkExactlyOnce(t, ds, trajs)
 	if len(ds.files) < 10 {
 		t.Fatalf("%d files; size rolls and the open-file limit should make many", len(ds.files))

@@ -93,8 +93,8 @@ func (e *env) start(t testing.TB, port int) {
 
 func testConfig(dir string) archiver.Config {
 	cfg := archiver.DefaultConfig()
-	cfg.Dir = dir
-	cfg.RollInterval = 300 * time.Millisecond
+	cfg.DatasetDir = dir
+	cfg.Roll.MaxAge = 300 * time.Millisecond
 	cfg.CommitInterval = 50 * time.Millisecond
 	return cfg
 }
@@ -182,17 +182,17 @@ func waitCommitted(t testing.TB, ctx context.Context, e *env, group string) {
 	}
 }
 
-// dataset is what a reader of the dataset directory sees.
-type dataset struct {
+// datasetView is what a reader of the dataset directory sees.
+type datasetView struct {
 	rows   []testRow
 	files  []string // relative paths of visible data files
 	hidden []string // temporary files
 	dirs   []string // partition directories
 }
 
-func readDataset(t testing.TB, root string) dataset {
+func readDataset(t testing.TB, root string) datasetView {
 	t.Helper()
-	var ds dataset
+	var ds datasetView
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -228,7 +228,7 @@ func readDataset(t testing.TB, root string) dataset {
 }
 
 // checkExactlyOnce asserts that the dataset holds each id of want exactly once.
-func checkExactlyOnce(t testing.TB, ds dataset, want []*schemas.Trajectory) {
+func checkExactlyOnce(t testing.TB, ds datasetView, want []*schemas.Trajectory) {
 	t.Helper()
 	count := map[string]int{}
 	for _, r := range ds.rows {

@@ -22,9 +22,17 @@ func (s closingSource) Close() error {
 // OpenKafka opens an archiver on the Kafka cluster of kc: a group reader on
 // cfg.Topic (default kc.Topics.Trajectories) in group cfg.Group, dead letters
 // to kc.Topics.DeadLetters, and the group's committed offsets for start-up.
-// Fields of d that are set (FS, NewSink, Metrics, Log, Now) are kept; km
+// Fields of d that are set (FS, NewSink, Metrics, Log, Now) are kept (NewSink
+// defaults to ParquetSink(cfg.Parquet)); km
 // are the transport metrics (may be nil).
 func OpenKafka(ctx context.Context, cfg Config, kc tkafka.Config, d Deps, km *tkafka.Metrics) (*Archiver, error) {
+	if d.NewSink == nil {
+		sink, err := ParquetSink(cfg.Parquet)
+		if err != nil {
+			return nil, err
+		}
+		d.NewSink = sink
+	}
 	topic := cfg.Topic
 	if topic == "" {
 		topic = kc.Topics.Trajectories

@@ -1,9 +1,11 @@
 package archiver_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -47,12 +49,13 @@ func childMain() int {
 		kc.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	cfg := testConfig(os.Getenv(envDir))
-	cfg.RollBytes = 16 << 10
+	cfg.Roll.MaxBytes = 16 << 10
 	a, err := archiver.OpenKafka(ctx, cfg, kc, archiver.Deps{NewSink: newTestSink}, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child open:", err)
 		return 1
 	}
+	fmt.Println("READY") // the signal handler is installed and the archiver is open
 	if err := a.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "child run:", err)
 		return 1
@@ -65,8 +68,27 @@ func startChild(t *testing.T, broker, dir string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envChild+"=1", envBroker+"="+broker, envDir+"="+dir)
 	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
+	}
+	ready := make(chan bool, 1)
+	go func() {
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		ready <- line == "READY\n"
+		io.Copy(io.Discard, out)
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			cmd.Wait()
+			t.Fatal("archiver child failed to start")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("archiver child did not become ready")
 	}
 	return cmd
 }
@@ -98,16 +120,20 @@ func TestArchiverKilledAndRestarted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	committedSum := func() int64 {
-		com, err := admin.CommittedOffsets(ctx, "archiver", e.kc.Topics.Trajectories)
+	sum := func(m map[int]int64, err error) int64 {
 		if err != nil {
 			t.Fatal(err)
 		}
 		var n int64
-		for _, o := range com {
+		for _, o := range m {
 			n += o
 		}
 		return n
+	}
+	committedSum := func() int64 { return sum(admin.CommittedOffsets(ctx, "archiver", e.kc.Topics.Trajectories)) }
+	caughtUp := func() bool {
+		end := sum(admin.EndOffsets(ctx, e.kc.Topics.Trajectories))
+		return end > 0 && committedSum() == end
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for kill := 0; kill < 5; kill++ {
@@ -119,7 +145,7 @@ func TestArchiverKilledAndRestarted(t *testing.T) {
 		// holding partitions in kfake: the broker arms no session timer
 		// when the join response cannot be delivered. That is a broker
 		// bug outside the archiver, so the test avoids that window.)
-		for committedSum() == before {
+		for committedSum() == before && !caughtUp() {
 			select {
 			case <-ctx.Done():
 				t.Fatal("restarted archiver made no progress")

@@ -45,7 +45,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Messages:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tau2_archiver_messages_total", Help: "Fetched messages by outcome (archived, duplicate, dead_letter)."}, []string{"outcome"}),
 		BytesIn:         prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2_archiver_bytes_in_total", Help: "Message value bytes fetched."}),
 		Rows:            prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2_archiver_rows_written_total", Help: "Rows in finalized Parquet files."}),
-		DuplicateRows:   prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2_archiver_duplicate_rows_total", Help: "Rows dropped because their trajectory id was already archived."}),
+		DuplicateRows:   prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2_archiver_duplicates_total", Help: "Rows dropped because their trajectory id was already archived."}),
 		Files:           prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2_archiver_files_written_total", Help: "Parquet files finalized (fsynced and renamed)."}),
 		FileBytes:       prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2_archiver_file_bytes_total", Help: "Bytes of finalized Parquet files."}),
 		DeadLetters:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tau2_archiver_dead_letters_total", Help: "Messages sent to dead letters, by reason."}, []string{"reason"}),

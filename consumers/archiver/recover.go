@@ -47,7 +47,7 @@ func (a *Archiver) recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("archiver: committed offsets of group %s: %w", a.cfg.Group, err)
 	}
-	err = a.d.FS.WalkDir(a.cfg.Dir, func(p string, de fs.DirEntry, err error) error {
+	err = a.d.FS.WalkDir(a.cfg.DatasetDir, func(p string, de fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -75,7 +75,7 @@ func (a *Archiver) recover(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("archiver: start-up scan of %s: %w", a.cfg.Dir, err)
+		return fmt.Errorf("archiver: start-up scan of %s: %w", a.cfg.DatasetDir, err)
 	}
 	return nil
 }

@@ -3,7 +3,9 @@ package episode_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
+	"tau2rl/producers/tau2/data"
 	"testing"
 	"time"
 
@@ -18,7 +20,7 @@ func firstTask(t *testing.T, domain, split string) string {
 	t.Helper()
 	s := tasks(t, domain, split)
 	for _, task := range s.Tasks {
-		if c := task.EvaluationCriteria; c != nil && len(c.Actions) > 0 && len(c.NLAssertions) == 0 {
+		if c := task.EvaluationCriteria; c != nil && len(c.Actions) > 0 && !slices.Contains(c.RewardBasis, data.RewardNLAssertion) {
 			return task.ID
 		}
 	}

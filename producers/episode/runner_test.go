@@ -3,6 +3,8 @@ package episode_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"tau2rl/producers/tau2/data"
 	"testing"
 
 	"tau2rl/producers/episode"
@@ -42,7 +44,7 @@ func TestScriptedGoldEpisodes(t *testing.T) {
 				if n == tc.n {
 					break
 				}
-				if c := task.EvaluationCriteria; c != nil && len(c.NLAssertions) > 0 {
+				if c := task.EvaluationCriteria; c != nil && slices.Contains(c.RewardBasis, data.RewardNLAssertion) {
 					continue // needs the NL judge
 				}
 				n++

@@ -32,12 +32,16 @@
 //
 // With probability error_rate an episode gets one error, chosen from
 // error_kinds by a hash of the episode id (so a run is reproducible):
-//   - wrong_argument: one tool call's first string argument gets "-x"
-//     appended (a number argument +1);
-//   - skipped_write: one state-changing tool call is left out;
+//   - wrong_argument: one state-changing action's (the agent's call or the
+//     device action it asks for) first string argument gets "-x" appended
+//     (a number argument +1);
+//   - skipped_write: one state-changing action is left out;
 //   - malformed_call: an extra turn with a <tool_call> whose JSON is cut
 //     short is inserted before a tool call (an invalid-format turn; the plan
 //     then goes on, so the episode can still succeed, minus the penalty).
+//
+// When the task has no state-changing action, wrong_argument and
+// skipped_write leave out the communicate_info message instead (if any).
 //
 // # The user
 //
@@ -196,9 +200,11 @@ func tagOf(call *llmtest.Call) (episode.Tag, error) {
 type stepKind int
 
 const (
-	stepCall stepKind = iota
-	stepSay
-	stepRaw
+	stepCall     stepKind = iota // the agent calls a tool
+	stepInstruct                 // the agent asks the user to call a device tool
+	stepSay                      // the agent says text
+	stepInfo                     // the agent says the communicate_info
+	stepRaw                      // the agent writes raw (malformed) text
 )
 
 type step struct {
@@ -207,6 +213,10 @@ type step struct {
 	args string // JSON object text
 	text string
 }
+
+// action reports whether the step performs a gold action (its own call or
+// the user's).
+func (st step) action() bool { return st.kind == stepCall || st.kind == stepInstruct }
 
 // plan returns the scripted agent's turns for an episode.
 func (s *Script) plan(domain string, task *data.Task, episodeID string, solo bool) ([]step, error) {
@@ -226,7 +236,7 @@ func (s *Script) plan(domain string, task *data.Task, episodeID string, solo boo
 			}
 		}
 		if a.Requestor == "user" && !solo {
-			steps = append(steps, step{kind: stepSay, text: InstructPrefix + a.Name + " " + args})
+			steps = append(steps, step{kind: stepInstruct, name: a.Name, args: args})
 			continue
 		}
 		steps = append(steps, step{kind: stepCall, name: a.Name, args: args})
@@ -236,14 +246,14 @@ func (s *Script) plan(domain string, task *data.Task, episodeID string, solo boo
 			break
 		}
 	}
+	if !solo && !transfer && len(info) > 0 {
+		steps = append(steps, step{kind: stepInfo, text: InfoPrefix + strings.Join(info, ", ") + "."})
+	}
 	steps = s.injectError(domain, episodeID, steps, solo)
 	if solo {
 		return append(steps, step{kind: stepCall, name: episode.DoneTool, args: "{}"}), nil
 	}
 	if !transfer {
-		if len(info) > 0 {
-			steps = append(steps, step{kind: stepSay, text: InfoPrefix + strings.Join(info, ", ") + "."})
-		}
 		steps = append(steps, step{kind: stepSay, text: ClosingText})
 	}
 	return steps, nil
@@ -261,12 +271,16 @@ func (s *Script) injectError(domain, episodeID string, steps []step, solo bool) 
 		return steps
 	}
 	var calls, writes []int
+	info := -1
 	var e *env.Environment
 	if en, err := env.New(domain, env.Options{DataDir: s.cfg.DataDir, Solo: solo}); err == nil {
 		e = en
 	}
 	for i, st := range steps {
-		if st.kind != stepCall {
+		if st.kind == stepInfo {
+			info = i
+		}
+		if !st.action() {
 			continue
 		}
 		calls = append(calls, i)
@@ -276,9 +290,14 @@ func (s *Script) injectError(domain, episodeID string, steps []step, solo bool) 
 	}
 	pick := func(idx []int) int { return idx[s.hash(episodeID, "pos")%uint64(len(idx))] }
 	kind := s.cfg.ErrorKinds[s.hash(episodeID, "kind")%uint64(len(s.cfg.ErrorKinds))]
+	if kind != ErrMalformedCall && len(writes) == 0 && info >= 0 {
+		// Nothing state-changing to get wrong: the agent forgets to tell
+		// the user what it found instead.
+		return append(steps[:info:info], steps[info+1:]...)
+	}
 	switch {
-	case kind == ErrWrongArgument && len(calls) > 0:
-		i := pick(calls)
+	case kind == ErrWrongArgument && len(writes) > 0:
+		i := pick(writes)
 		if args, ok := perturb(steps[i].args); ok {
 			steps[i].args = args
 			return steps
@@ -289,7 +308,7 @@ func (s *Script) injectError(domain, episodeID string, steps []step, solo bool) 
 	}
 	// malformed_call, or the chosen kind had nothing to act on.
 	at, name := 0, "transfer_to_human_agents"
-	if len(calls) > 0 {
+	if len(calls) > 0 && steps[pick(calls)].kind == stepCall {
 		at = pick(calls)
 		name = steps[at].name
 	}
@@ -365,7 +384,9 @@ func (s *Script) agent(tag episode.Tag, task *data.Task, msgs []chattemplate.Mes
 		if s.cfg.Reasoning {
 			r.Reasoning = "The next step of the resolution is " + st.name + "."
 		}
-	case stepSay:
+	case stepInstruct:
+		r.Content = InstructPrefix + st.name + " " + st.args
+	case stepSay, stepInfo:
 		r.Content = st.text
 		if s.cfg.Reasoning {
 			r.Reasoning = "I should tell the customer."

@@ -1,27 +1,40 @@
 // Package checkpoint writes and finds the trainer's checkpoints: a Hugging Face model directory
-// (what inference servers load) plus a small JSON state file, published atomically.
+// (what inference servers load), the optimizer state (what an exact resume needs) and a small
+// JSON state file, published atomically.
 //
 // Layout under Dir:
 //
-//	v<N>/                 the checkpoint of policy version N
-//	    config.json       written by the backend (gpu.Backend.Save)
+//	v<N>/                   the checkpoint of policy version N
+//	    config.json         written by the backend (gpu.Backend.Save)
 //	    model.safetensors
-//	    trainer_state.json State: version, step, commit targets, trained ids above them, admission
-//	.tmp-v<N>-<pid>/      a checkpoint being written; never read, removed at start
+//	    optimizer.safetensors  AdamW moments, step count and fp32 master weights
+//	                        (gpu.OptimizerStateSaver), when the backend can save them
+//	    trainer_state.json  State: version, step, whether the optimizer state is there, commit
+//	                        targets, trained ids above them, admission
+//	.tmp-v<N>-<pid>/        a checkpoint being written; never read, removed at start
 //
 // A checkpoint is written into a temporary directory, every file is fsynced, and only then is
 // the directory renamed to v<N> (and the parent fsynced). A crash therefore leaves either the
 // complete v<N> or nothing, and Latest never sees a half-written model. Offsets are committed
 // after the rename, so a checkpoint always covers the data committed before it.
 //
-// The AdamW moments are not part of a Hugging Face checkpoint, so a resumed trainer restarts
-// them from zero (bias correction restarts with them).
+// A resumed trainer loads the weights and then the optimizer state (LoadOptimizer), so its next
+// step is bit for bit the step an uninterrupted run would have taken (the master weights in
+// optimizer.safetensors replace the bfloat16-rounded ones of model.safetensors). A backend that
+// does not implement gpu.OptimizerStateSaver gets a warning and a state file saying
+// "optimizer": "not_saved", and a resume from such a checkpoint restarts AdamW from zero.
+//
+// trainer_state.json format history (ParseState reads both):
+//
+//	1  the original format, without optimizer state (read as "optimizer": "not_saved")
+//	2  adds "optimizer" ("saved" or "not_saved") and "optimizer_note" (why not saved)
 package checkpoint
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,14 +42,25 @@ import (
 	"strings"
 	"time"
 
+	"tau2rl/gpu"
 	"tau2rl/trainer/offsets"
 )
 
 // StateFile is the name of the JSON state file inside a checkpoint directory.
 const StateFile = "trainer_state.json"
 
-// FormatVersion is the State format version; Latest rejects other major formats.
-const FormatVersion = 1
+// FormatVersion is the State format written; ParseState also reads format 1 (see the package
+// doc), and rejects any other.
+const FormatVersion = 2
+
+// Values of State.Optimizer.
+const (
+	// OptimizerSaved: the checkpoint holds gpu.OptimizerStateFile; a resume must load it.
+	OptimizerSaved = "saved"
+	// OptimizerNotSaved: the checkpoint has weights only (OptimizerNote says why); a resume
+	// restarts AdamW moments and bias correction from zero.
+	OptimizerNotSaved = "not_saved"
+)
 
 // State is what a restarted trainer needs besides the weights.
 type State struct {
@@ -44,6 +68,11 @@ type State struct {
 	Version int64     `json:"version"` // policy version = optimizer steps taken
 	Step    int64     `json:"step"`
 	Time    time.Time `json:"time"`
+	// Optimizer says whether the checkpoint holds the optimizer state (OptimizerSaved or
+	// OptimizerNotSaved). Save fills an empty value with OptimizerNotSaved.
+	Optimizer string `json:"optimizer"`
+	// OptimizerNote explains a missing optimizer state to the operator reading the file.
+	OptimizerNote string `json:"optimizer_note,omitempty"`
 	// Offsets are the commit targets at this checkpoint: messages below them are done.
 	Offsets []offsets.Target `json:"offsets"`
 	// TrainedAbove are trajectory ids trained at offsets at or above the targets (they will be
@@ -62,14 +91,81 @@ type Manager struct {
 	// Keep is how many most recent checkpoints to keep (≥ 1); older ones are deleted after a
 	// successful save. Inference servers may still be loading the previous one, so keep ≥ 2.
 	Keep int
+	// Log receives the warnings about optimizer state that cannot be saved or restored; nil
+	// discards them.
+	Log *slog.Logger
+
+	warnedNoSaver bool
+}
+
+func (m *Manager) logger() *slog.Logger {
+	if m.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return m.Log
 }
 
 // Path returns the directory of version v.
 func (m *Manager) Path(v int64) string { return filepath.Join(m.Dir, "v"+strconv.FormatInt(v, 10)) }
 
+// SaveBackend writes checkpoint st.Version from a backend: its weights in dtype and, when it
+// implements gpu.OptimizerStateSaver, its optimizer state, inside the same atomic publish as the
+// state file, which records whether the optimizer state is there. A backend without the
+// interface is warned about once per Manager (every state file says so).
+func (m *Manager) SaveBackend(st State, be gpu.Backend, dtype gpu.DType) (string, error) {
+	saver, ok := be.(gpu.OptimizerStateSaver)
+	if ok {
+		st.Optimizer, st.OptimizerNote = OptimizerSaved, ""
+	} else {
+		st.Optimizer = OptimizerNotSaved
+		st.OptimizerNote = fmt.Sprintf("backend %T does not implement gpu.OptimizerStateSaver: "+
+			"a resume from this checkpoint restarts AdamW moments and bias correction from zero", be)
+		if !m.warnedNoSaver {
+			m.warnedNoSaver = true
+			m.logger().Warn("checkpoints will not hold the optimizer state: a resumed trainer restarts AdamW from zero",
+				"backend", fmt.Sprintf("%T", be))
+		}
+	}
+	return m.Save(st, func(dir string) error {
+		if err := be.Save(dir, dtype); err != nil {
+			return err
+		}
+		if ok {
+			if err := saver.SaveOptimizerState(dir); err != nil {
+				return fmt.Errorf("optimizer state: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// LoadOptimizer restores the optimizer state of checkpoint dir (whose state is st) into be, which
+// must already hold dir's weights; it reports whether it did. A checkpoint without optimizer
+// state, or a backend that cannot load one, is a warning (AdamW restarts from zero); a state file
+// that promises optimizer state the directory does not hold intact is an error, because
+// resuming silently with a different optimizer is what the file exists to prevent.
+func (m *Manager) LoadOptimizer(dir string, st State, be gpu.Backend) (bool, error) {
+	if st.Optimizer != OptimizerSaved {
+		m.logger().Warn("checkpoint holds no optimizer state: AdamW moments and bias correction restart from zero",
+			"checkpoint", dir, "format", st.Format, "note", st.OptimizerNote)
+		return false, nil
+	}
+	saver, ok := be.(gpu.OptimizerStateSaver)
+	if !ok {
+		m.logger().Warn("backend cannot load optimizer state: AdamW moments and bias correction restart from zero",
+			"checkpoint", dir, "backend", fmt.Sprintf("%T", be))
+		return false, nil
+	}
+	if err := saver.LoadOptimizerState(dir); err != nil {
+		return false, fmt.Errorf("checkpoint: %s records optimizer state, but it cannot be restored: %w", dir, err)
+	}
+	return true, nil
+}
+
 // Save writes checkpoint st.Version: write(dir) must write the model files into dir (the
-// backend's Save), then the state file is added and the directory published atomically. It
-// returns the absolute path of the checkpoint.
+// backend's Save, and gpu.OptimizerStateFile when st.Optimizer is OptimizerSaved), then the state
+// file is added and the directory published atomically. It returns the absolute path of the
+// checkpoint.
 func (m *Manager) Save(st State, write func(dir string) error) (string, error) {
 	if m.Keep < 1 {
 		return "", fmt.Errorf("checkpoint: keep must be ≥ 1, got %d", m.Keep)
@@ -96,6 +192,18 @@ func (m *Manager) Save(st State, write func(dir string) error) (string, error) {
 		return fail(fmt.Errorf("checkpoint: save model v%d: %w", st.Version, err))
 	}
 	st.Format = FormatVersion
+	switch st.Optimizer {
+	case "":
+		st.Optimizer = OptimizerNotSaved
+	case OptimizerNotSaved:
+	case OptimizerSaved:
+		if fi, err := os.Stat(filepath.Join(tmp, gpu.OptimizerStateFile)); err != nil || !fi.Mode().IsRegular() {
+			return fail(fmt.Errorf("checkpoint: v%d: state says optimizer %q but the model writer left no %s",
+				st.Version, OptimizerSaved, gpu.OptimizerStateFile))
+		}
+	default:
+		return fail(fmt.Errorf("checkpoint: v%d: optimizer %q, want %q or %q", st.Version, st.Optimizer, OptimizerSaved, OptimizerNotSaved))
+	}
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return fail(fmt.Errorf("checkpoint: encode state: %w", err))
@@ -226,7 +334,8 @@ func ReadState(dir string) (State, error) {
 }
 
 // ParseState decodes a state file strictly: unknown fields are errors, the format must be
-// FormatVersion, and versions and offsets must be non-negative.
+// FormatVersion or 1 (read as OptimizerNotSaved), the optimizer field one of its two values, and
+// versions and offsets must be non-negative.
 func ParseState(b []byte) (State, error) {
 	var st State
 	dec := json.NewDecoder(strings.NewReader(string(b)))
@@ -237,8 +346,19 @@ func ParseState(b []byte) (State, error) {
 	if dec.More() {
 		return State{}, fmt.Errorf("checkpoint: state: trailing data")
 	}
-	if st.Format != FormatVersion {
-		return State{}, fmt.Errorf("checkpoint: state format %d, this trainer reads %d", st.Format, FormatVersion)
+	switch st.Format {
+	case 1:
+		if st.Optimizer != "" || st.OptimizerNote != "" {
+			return State{}, fmt.Errorf("checkpoint: state format 1 has no optimizer fields")
+		}
+		st.Optimizer = OptimizerNotSaved
+		st.OptimizerNote = "format 1 checkpoint, written before optimizer state was saved"
+	case FormatVersion:
+		if st.Optimizer != OptimizerSaved && st.Optimizer != OptimizerNotSaved {
+			return State{}, fmt.Errorf("checkpoint: state optimizer %q, want %q or %q", st.Optimizer, OptimizerSaved, OptimizerNotSaved)
+		}
+	default:
+		return State{}, fmt.Errorf("checkpoint: state format %d, this trainer reads 1 and %d", st.Format, FormatVersion)
 	}
 	if st.Version < 0 || st.Step < 0 {
 		return State{}, fmt.Errorf("checkpoint: state: negative version %d or step %d", st.Version, st.Step)

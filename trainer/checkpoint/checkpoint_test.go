@@ -88,8 +88,19 @@ func TestParseState(t *testing.T) {
 	if !reflect.DeepEqual(st.Offsets, []offsets.Target{{Topic: "t", Partition: 1, Next: 5}}) {
 		t.Fatalf("%+v", st)
 	}
+	v2 := `{"format":2,"version":3,"step":3,"optimizer":"saved","offsets":[]}`
+	if st, err := ParseState([]byte(v2)); err != nil || st.Optimizer != OptimizerSaved {
+		t.Fatalf("format 2: %+v %v", st, err)
+	}
+	if st.Optimizer != OptimizerNotSaved || st.OptimizerNote == "" {
+		t.Fatalf("format 1 state read as optimizer %q note %q, want not_saved with a note", st.Optimizer, st.OptimizerNote)
+	}
 	for _, bad := range []string{
+		`{"format":3,"version":1,"optimizer":"saved"}`,
 		`{"format":2,"version":1}`,
+		`{"format":2,"version":1,"optimizer":"partly"}`,
+		`{"format":1,"version":1,"optimizer":"saved"}`,
+		`{"format":0,"version":1}`,
 		`{"format":1,"version":-1}`,
 		`{"format":1,"version":1,"offsets":[{"topic":"","partition":0,"next":1}]}`,
 		`{"format":1,"version":1,"surprise":true}`,
@@ -106,9 +117,11 @@ func TestParseState(t *testing.T) {
 func FuzzParseState(f *testing.F) {
 	f.Add([]byte(`{"format":1,"version":3,"step":3,"offsets":[{"topic":"t","partition":1,"next":5}],"trained_above":["a"]}`))
 	f.Add([]byte(`{"format":1,"admission":{"x":1}}`))
+	f.Add([]byte(`{"format":2,"version":1,"optimizer":"not_saved","optimizer_note":"why"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		st, err := ParseState(b)
-		if err == nil && (st.Version < 0 || st.Format != FormatVersion) {
+		if err == nil && (st.Version < 0 || (st.Format != 1 && st.Format != FormatVersion) ||
+			(st.Optimizer != OptimizerSaved && st.Optimizer != OptimizerNotSaved)) {
 			t.Fatalf("accepted invalid state %+v", st)
 		}
 	})

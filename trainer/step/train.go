@@ -219,8 +219,8 @@ func (t *Trainer) record(groups []*group.Group, b *batch.Batch, p *prefixtree.Pa
 	t.gauges()
 }
 
-// checkpoint saves the weights and state, commits offsets, reloads the servers and publishes the
-// version, in that order.
+// checkpoint saves the weights, optimizer state and trainer state, commits offsets, reloads the
+// servers and publishes the version, in that order.
 func (t *Trainer) checkpoint(ctx context.Context) error {
 	t0 := time.Now()
 	// The tracker now treats the steps as checkpointed; if Save fails below, the error is fatal
@@ -244,7 +244,7 @@ func (t *Trainer) checkpoint(ctx context.Context) error {
 		}
 		st.Admission = a
 	}
-	path, err := t.ckpt.Save(st, func(dir string) error { return t.d.Backend.Save(dir, t.dtype) })
+	path, err := t.ckpt.SaveBackend(st, t.d.Backend, t.dtype)
 	if err != nil {
 		return fmt.Errorf("step %d: %w", t.step, err)
 	}

@@ -129,15 +129,16 @@ func New(cfg Config, d Deps) (*Trainer, error) {
 	}
 	return &Trainer{
 		cfg: cfg, d: d, dtype: dtype,
-		ckpt:    &checkpoint.Manager{Dir: cfg.Checkpoint.Dir, Keep: cfg.Checkpoint.Keep},
+		ckpt:    &checkpoint.Manager{Dir: cfg.Checkpoint.Dir, Keep: cfg.Checkpoint.Keep, Log: d.Log},
 		grouper: g, tracker: offsets.New(), resumeFrom: map[offsets.TopicPartition]int64{},
 	}, nil
 }
 
 // Restore continues from a checkpoint state: its version and step, offsets below its commit
 // targets are skipped, trajectories it trained above them are ignored when redelivered, and the
-// admission state is restored. The caller has already loaded the checkpoint's weights into the
-// backend.
+// admission state is restored. The caller has already loaded the checkpoint's weights and
+// optimizer state into the backend (cpu.Load or the like, then checkpoint.Manager.LoadOptimizer),
+// so the next step is the one an uninterrupted run would have taken.
 func (t *Trainer) Restore(st checkpoint.State) error {
 	t.version, t.step, t.checkpointedStep = st.Version, st.Step, st.Step
 	for _, o := range st.Offsets {

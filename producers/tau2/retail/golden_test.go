@@ -23,6 +23,9 @@ type scenario struct {
 	Name  string      `json:"name"`
 	DB    string      `json:"db"` // "fixture" or "real"
 	Calls [][2]string `json:"calls"`
+	// AgentData is applied first, like a task's
+	// initial_state.initialization_data.agent_data.
+	AgentData json.RawMessage `json:"agent_data"`
 }
 
 type goldenResult struct {
@@ -122,6 +125,15 @@ func TestGoldenScenarios(t *testing.T) {
 				db = b.DB
 			}
 			e := NewEnvironment(db, "")
+			if len(sc.AgentData) > 0 {
+				update, err := pyjson.LoadsObject(string(sc.AgentData))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := e.ApplyInitializationData(update, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
 			for i, c := range sc.Calls {
 				content, isErr := e.Call(env.Assistant, c[0], c[1])
 				want := normalizePydantic(g.Results[i].Content)

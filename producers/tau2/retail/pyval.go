@@ -232,6 +232,32 @@ func pyLower(s string) string {
 	return b.String()
 }
 
+// lowerEquals reports pyLower(s) == lower without allocating when s is
+// ASCII (every DB name and email), the per-user test of the user lookups.
+func lowerEquals(s, lower string) bool {
+	if len(s) != len(lower) {
+		for i := 0; i < len(s); i++ {
+			if s[i] >= utf8.RuneSelf {
+				return pyLower(s) == lower
+			}
+		}
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			return pyLower(s) == lower
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // finalSigma is CPython's handle_capital_sigma: Σ at i is final when
 // preceded by a cased letter and not followed by one (case-ignorable code
 // points skipped on both sides).

@@ -121,3 +121,13 @@ func FuzzPyLower(f *testing.F) {
 		}
 	})
 }
+
+func TestLowerEquals(t *testing.T) {
+	for _, s := range []string{"ABC", "abc", "Yusuf", "\u0130nce", "A\u03a3", "", "x\xff", "Me\u00ef"} {
+		for _, l := range []string{"abc", "yusuf", "i\u0307nce", "a\u03c2", "", "x\xff", "me\u00ef", "abd", "ab"} {
+			if got, want := lowerEquals(s, l), pyLower(s) == l; got != want {
+				t.Errorf("lowerEquals(%q, %q) = %v, want %v", s, l, got, want)
+			}
+		}
+	}
+}

@@ -31,7 +31,7 @@ type replayGolden struct {
 // the indexes of the failing actions and the sha256 of
 // json.dumps([[content, error], ...]) over all action outputs, as the
 // oracle computes it.
-func replayGold(t testing.TB, e *env.Environment, task *data.Task) ([]int, string) {
+func replayGold(e *env.Environment, task *data.Task) ([]int, string, error) {
 	var failed []int
 	outputs := []any{}
 	if task.EvaluationCriteria != nil {
@@ -50,10 +50,10 @@ func replayGold(t testing.TB, e *env.Environment, task *data.Task) ([]int, strin
 	}
 	s, err := pyjson.Dumps(outputs)
 	if err != nil {
-		t.Fatal(err)
+		return nil, "", err
 	}
 	sum := sha256.Sum256([]byte(s))
-	return failed, hex.EncodeToString(sum[:])
+	return failed, hex.EncodeToString(sum[:]), nil
 }
 
 func readReplayGolden(t testing.TB) replayGolden {
@@ -110,7 +110,10 @@ func TestGoldActionReplay(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				failed, outputs := replayGold(t, e, task)
+				failed, outputs, err := replayGold(e, task)
+				if err != nil {
+					t.Fatal(err)
+				}
 				if !slices.Equal(failed, want.ErrorActions) {
 					t.Errorf("%s task %s: failing actions %v, want %v", v.name, task.ID, failed, want.ErrorActions)
 				}

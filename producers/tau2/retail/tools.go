@@ -130,7 +130,7 @@ func getPaymentMethod(db *RetailDB, userID string, methodID any) (string, *Payme
 	return "", nil, errors.New("Payment method not found")
 }
 
-// mutGiftCard returns the episode's private copy of a user's payment
+// mutPaymentMethod returns the episode's private copy of a user's payment
 // method, for a balance update.
 func mutPaymentMethod(db *RetailDB, userID, methodID string) (*PaymentMethod, error) {
 	u, ok := db.Users.Mut(userID)
@@ -331,7 +331,7 @@ func findUserIDByNameZip(db *RetailDB, a *env.Args) (any, error) {
 			}
 			firstDone = true
 		}
-		if pyLower(u.Name.FirstName) != firstLower {
+		if !lowerEquals(u.Name.FirstName, firstLower) {
 			continue
 		}
 		if !lastDone {
@@ -340,7 +340,7 @@ func findUserIDByNameZip(db *RetailDB, a *env.Args) (any, error) {
 			}
 			lastDone = true
 		}
-		if pyLower(u.Name.LastName) != lastLower {
+		if !lowerEquals(u.Name.LastName, lastLower) {
 			continue
 		}
 		if z, ok := zip.(string); ok && u.Address.Zip == z {
@@ -364,7 +364,7 @@ func findUserIDByEmail(db *RetailDB, a *env.Args) (any, error) {
 			}
 			done = true
 		}
-		if pyLower(u.Email) == lower {
+		if lowerEquals(u.Email, lower) {
 			return id, nil
 		}
 	}

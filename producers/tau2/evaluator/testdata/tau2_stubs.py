@@ -1,4 +1,7 @@
-"""Stub out tau2-bench dependencies that are not installed (no network)."""
+"""Stubs for tau2-bench dependencies that are not installed here (no network):
+enough of loguru, toml (tomllib), addict, docstring_parser to run the
+evaluator; litellm, pandas and other unused imports become dummy modules.
+Used by tau2_oracle.py only."""
 import sys, types, importlib.abc, importlib.machinery, tomllib
 
 class _Anything(types.ModuleType):
@@ -20,7 +23,7 @@ class _Dummy:
     def __iter__(self): return iter(())
 
 STUB = {"litellm", "pandas", "numpy", "rich", "tabulate", "fastapi", "uvicorn", "psutil",
-        "tenacity", "deepdiff", "dotenv", "typer", "requests", "httpx", "yaml", "docstring_parser",
+        "tenacity", "deepdiff", "dotenv", "typer", "requests", "httpx", "yaml",
         "redis", "diskcache"}
 
 class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -84,3 +87,15 @@ class Dict(dict):
         return out
 ad.Dict = Dict
 sys.modules["addict"] = ad
+
+# docstring_parser.parse: only what tau2's Tool.parse_data reads (descriptions
+# do not matter for grading, tool names and types do).
+dp = types.ModuleType("docstring_parser")
+class _Doc:
+    def __init__(self, text):
+        lines = (text or "").strip().splitlines()
+        self.short_description = lines[0] if lines else None
+        self.long_description = None
+        self.params, self.raises, self.examples, self.returns = [], [], [], None
+dp.parse = lambda text, *a, **k: _Doc(text)
+sys.modules["docstring_parser"] = dp

@@ -52,18 +52,31 @@ dbs = {"fixture": f"{testdata}/fixture_db.json", "real": f"{retail_dir}/db.json"
 loaded = {}
 
 
-def fresh(which):
+def merge(dst, src):  # addict.Dict.update, as τ²'s update_pydantic_model_with_dict uses it
+    for k, v in src.items():
+        if isinstance(v, dict) and isinstance(dst.get(k), dict):
+            merge(dst[k], v)
+        else:
+            dst[k] = v
+
+
+def fresh(which, agent_data=None):
     if which not in loaded:
         with open(dbs[which]) as f:
             loaded[which] = json.load(f)
-    return RetailTools(RetailDB.model_validate(loaded[which]))
+    db = RetailDB.model_validate(loaded[which])
+    if agent_data is not None:  # Environment.set_state's initialization_data
+        dump = db.model_dump()
+        merge(dump, agent_data)
+        db = RetailDB.model_validate(dump)
+    return RetailTools(db)
 
 
 with open(f"{testdata}/scenarios.json") as f:
     scenarios = json.load(f)
 with open(f"{testdata}/golden/scenarios.jsonl", "w") as out:
     for sc in scenarios:
-        tk = fresh(sc["db"])
+        tk = fresh(sc["db"], sc.get("agent_data"))
         results = []
         for name, args in sc["calls"]:
             content, error = call(tk, name, json.loads(args))

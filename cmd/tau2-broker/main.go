@@ -1,0 +1,106 @@
+// Command tau2-broker runs the embedded Kafka-protocol broker (franz-go's
+// kfake, see consumers/kafka/embedded) as a standalone process on loopback,
+// for development and `make run`.
+//
+// It is NOT a production broker: one process, no replication, no security,
+// durability limited to its data directory. Production points every role's
+// kafka.brokers at a real Kafka cluster instead.
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"tau2rl/cmd/internal/cli"
+	tkafka "tau2rl/consumers/kafka"
+	"tau2rl/consumers/kafka/embedded"
+)
+
+const usage = `tau2-broker — embedded Kafka-protocol broker for development (NOT for production)
+
+Runs franz-go's kfake broker on a loopback address, with a data directory so
+topics, messages and consumer-group offsets survive a restart, message.max.bytes
+raised for multi-MB trajectories, and the pipeline's topics created with the
+configured partition count. Point the roles at it with kafka.brokers=[ADDR].
+
+This broker has no replication, no authentication and no hardening: use a real
+Kafka cluster in production.
+
+Examples:
+  tau2-broker                                   # 127.0.0.1:9092, data in data/kafka
+  tau2-broker addr=127.0.0.1:19092 data_dir=/tmp/kafka partitions=4`
+
+// Config is tau2-broker's configuration.
+type Config struct {
+	// Addr is the listen address; the host must be a loopback address.
+	// Default 127.0.0.1:9092.
+	Addr string `yaml:"addr"`
+	// DataDir persists the log and group offsets; "" keeps them in memory.
+	// Default data/kafka.
+	DataDir string `yaml:"data_dir"`
+	// MaxMessageBytes is the largest client message to accept (the broker
+	// adds framing headroom). Default 16 MiB.
+	MaxMessageBytes int `yaml:"max_message_bytes"`
+	// Partitions of created topics. Default 8.
+	Partitions int `yaml:"partitions"`
+	// SyncWrites fsyncs every produce batch. Default false.
+	SyncWrites bool `yaml:"sync_writes"`
+	// MinSessionTimeout is the smallest consumer session timeout accepted.
+	// Default 0 (kfake's 6s).
+	MinSessionTimeout time.Duration `yaml:"min_session_timeout"`
+	// Topics are the pipeline topics created at start.
+	Topics tkafka.Topics `yaml:"topics"`
+}
+
+func defaultConfig() Config {
+	return Config{
+		Addr: "127.0.0.1:9092", DataDir: "data/kafka",
+		MaxMessageBytes: tkafka.DefaultMaxMessageBytes, Partitions: tkafka.DefaultPartitions,
+		Topics: tkafka.DefaultConfig().Topics,
+	}
+}
+
+func main() {
+	cfg := defaultConfig()
+	cli.Main(cli.App{Name: "tau2-broker", Usage: usage, MetricsAddr: "127.0.0.1:9400"}, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
+		return run(ctx, rt, cfg)
+	})
+}
+
+func run(ctx context.Context, rt *cli.Runtime, cfg Config) error {
+	host, portStr, err := net.SplitHostPort(cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("tau2-broker: addr %q: %w", cfg.Addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("tau2-broker: addr %q: the embedded broker listens on loopback only (127.0.0.1)", cfg.Addr)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return fmt.Errorf("tau2-broker: addr %q: port: %w", cfg.Addr, err)
+	}
+	b, err := embedded.Start(embedded.Config{
+		Port: port, DataDir: cfg.DataDir, MaxMessageBytes: cfg.MaxMessageBytes,
+		Partitions: cfg.Partitions, SyncWrites: cfg.SyncWrites, MinSessionTimeout: cfg.MinSessionTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	kc := tkafka.DefaultConfig()
+	kc.Brokers = []string{b.Addr()}
+	kc.Partitions = cfg.Partitions
+	kc.MaxMessageBytes = cfg.MaxMessageBytes
+	kc.Topics = cfg.Topics
+	if err := tkafka.EnsureTopics(ctx, kc); err != nil {
+		return fmt.Errorf("tau2-broker: %w", err)
+	}
+	rt.Log.Warn("embedded development broker: not for production", "addr", b.Addr(), "data_dir", cfg.DataDir, "topics", cfg.Topics.All())
+	rt.Ready()
+	<-ctx.Done()
+	rt.Log.Info("stopping broker (persisting state)")
+	return nil
+}

@@ -1,0 +1,62 @@
+package deploytest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// Every binary a unit, a config or a shutdown test refers to.
+var allBinaries = []string{
+	"tau2-producer", "tau2-archiver", "tau2-trainer", "tau2-replay", "tau2-eval", "tau2-broker", "tau2-scripted-llm",
+}
+
+var (
+	root string    // module root
+	bins *Binaries // built once per `go test` process
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	if root, err = ModuleRoot(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	dir, err := os.MkdirTemp("", "deploytest-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bins = NewBinaries(root, dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// needBinaries builds the named binaries or fails the test.
+func needBinaries(t *testing.T, names ...string) {
+	t.Helper()
+	if err := bins.Build(names...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// needTool skips the test when an operator tool is not installed (make deps
+// installs it); that is the only reason these tests skip.
+func needTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Skipf("%s is not installed (make deps installs it: Debian package %s)", name, debPackage[name])
+	}
+	return p
+}
+
+var debPackage = map[string]string{
+	"systemd-analyze": "systemd", "systemd-sysusers": "systemd", "systemd-tmpfiles": "systemd", "promtool": "prometheus",
+}
+
+// repoPath joins a slash path to the module root.
+func repoPath(rel string) string { return filepath.Join(root, filepath.FromSlash(rel)) }
