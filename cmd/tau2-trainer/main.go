@@ -29,13 +29,13 @@ Consumes scored trajectories (consumer group consumer_group), groups them by tas
 advantages, packs the step's LLM calls into prefix trees, and runs the decoupled PPO update on the
 model backend. Every checkpoint.every steps it saves checkpoints/v<N>/ (Hugging Face safetensors,
 optimizer.safetensors with the AdamW state, trainer_state.json; atomically), commits the offsets
-that checkpoint covers, reloads the inference
-servers (reload.backend) and publishes policy version N. It issues rollout requests itself so
+that checkpoint covers, reloads the inference servers (reload.backend) and publishes policy
+version N. It issues rollout requests itself so
 in-flight work never runs more than max_head_offpolicyness versions ahead (admission.*).
 
 It resumes from the newest valid checkpoint in checkpoint.dir, optimizer state included, so the
-run continues exactly as if it had not stopped; otherwise it starts from model.path
-(a Hugging Face Qwen3 checkpoint) or a random initialisation (model.config, default a tiny shape).
+run continues exactly as if it had not stopped; otherwise it starts from model.path (a Hugging
+Face Qwen3 checkpoint) or a random initialisation (model.config, default a tiny shape).
 
 backend: cpu (pure Go reference; small models) or cuda (only in binaries built with -tags cuda).
 

@@ -143,8 +143,9 @@ func (cm *CodeMetrics) Has(name string) bool {
 	return false
 }
 
-// composed reports whether name is a literal, or literal + "_" + composed
-// with at most parts pieces in all (Namespace_Subsystem_Name).
+// composed reports whether name is a literal, or a literal followed by
+// composed (joined directly, as "prefix_" + name, or with the "_" that
+// Namespace_Subsystem_Name inserts), with at most parts pieces in all.
 func composed(lits map[string]bool, name string, parts int) bool {
 	if lits[name] {
 		return true
@@ -152,8 +153,12 @@ func composed(lits map[string]bool, name string, parts int) bool {
 	if parts <= 1 {
 		return false
 	}
-	for i := 1; i < len(name)-1; i++ {
-		if name[i] == '_' && lits[name[:i]] && composed(lits, name[i+1:], parts-1) {
+	for i := 1; i < len(name); i++ {
+		if !lits[name[:i]] {
+			continue
+		}
+		rest := name[i:]
+		if composed(lits, rest, parts-1) || (rest[0] == '_' && len(rest) > 1 && composed(lits, rest[1:], parts-1)) {
 			return true
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"tau2rl/producers/chattemplate"
 	"tau2rl/producers/episode"
 	"tau2rl/producers/llm"
@@ -27,9 +29,16 @@ type PolicyConfig struct {
 	// Name is the model name recorded in trajectories (agent_model).
 	// Default "policy".
 	Name string `yaml:"name"`
-	// Server is the token-mode inference server (backend sglang or vllm,
-	// endpoints). Default SGLang at http://127.0.0.1:30000.
-	Server llm.PolicyConfig `yaml:"server"`
+	// Backend is the token-mode server: "sglang" (default, POST /generate)
+	// or "vllm" (POST /v1/completions).
+	Backend string `yaml:"backend"`
+	// Model is vLLM's served model name.
+	Model string `yaml:"model"`
+	// Endpoints are the token-mode inference servers (data-parallel;
+	// calls go to the least busy). Each is a base URL or a mapping of
+	// llm.EndpointConfig keys (base_url, max_concurrency,
+	// request_timeout, max_retries, …). Default [http://127.0.0.1:30000].
+	Endpoints []Endpoint `yaml:"endpoints"`
 	// Tokenizer is the Qwen3 tokenizer.json; empty finds
 	// $QWEN3_TOKENIZER_DIR or ../shared/qwen3-tokenizer.
 	Tokenizer string `yaml:"tokenizer"`
@@ -87,7 +96,8 @@ func DefaultRunnerConfig() RunnerConfig {
 	return RunnerConfig{
 		Econfig: episode.DefaultConfig(),
 		Policy: PolicyConfig{
-			Mode: ModeToken, Name: "policy", Server: llm.DefaultPolicyConfig(),
+			Mode: ModeToken, Name: "policy", Backend: llm.BackendSGLang,
+			Endpoints: []Endpoint{{EndpointConfig: withURL(llm.DefaultEndpointConfig(), "http://127.0.0.1:30000")}},
 			History: string(chattemplate.ModeIncremental), EngineMaxTokens: 16384, MaxNewTokens: 8192,
 			Chat: llm.DefaultChatConfig(),
 		},
@@ -114,8 +124,11 @@ func (c *RunnerConfig) Validate() error {
 		if c.Policy.EngineMaxTokens < 1 || c.Policy.MaxNewTokens < 1 {
 			errs = append(errs, errors.New("policy.engine_max_tokens and policy.max_new_tokens must be ≥ 1"))
 		}
-		if len(c.Policy.Server.Endpoints) == 0 {
-			errs = append(errs, errors.New("policy.server.endpoints: at least one inference server"))
+		if len(c.Policy.Endpoints) == 0 {
+			errs = append(errs, errors.New("policy.endpoints: at least one inference server"))
+		}
+		if c.Policy.Backend != llm.BackendSGLang && c.Policy.Backend != llm.BackendVLLM {
+			errs = append(errs, fmt.Errorf("policy.backend: %q is not sglang or vllm", c.Policy.Backend))
 		}
 	case ModeChat:
 		if c.Policy.Chat.Endpoint.BaseURL == "" {
@@ -139,7 +152,7 @@ type Config struct {
 	ConsumerGroup string `yaml:"consumer_group"`
 	// MaxConcurrentEpisodes bounds the episodes running in this process
 	// (a request's whole group is admitted at once). Default 1024.
-	MaxConcurrentEpisodes int `yaml:"max_concurrent_episodes"`
+	MaxConcurrentEpisodes int `yaml:"concurrency"`
 	// MaxHeadOffpolicyness drops requests issued more than this many
 	// policy versions before the latest known one (AReaL's
 	// max_head_offpolicyness); requests also carry stale_after_version.
@@ -187,7 +200,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("consumer_group: required"))
 	}
 	if c.MaxConcurrentEpisodes < 1 {
-		errs = append(errs, fmt.Errorf("max_concurrent_episodes: %d must be ≥ 1", c.MaxConcurrentEpisodes))
+		errs = append(errs, fmt.Errorf("concurrency: %d must be ≥ 1", c.MaxConcurrentEpisodes))
 	}
 	if c.MaxHeadOffpolicyness < -1 {
 		errs = append(errs, fmt.Errorf("max_head_offpolicyness: %d must be ≥ -1", c.MaxHeadOffpolicyness))
@@ -199,4 +212,40 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("producer config: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// Endpoint is an llm.EndpointConfig that may also be written as just its
+// base URL (policy.endpoints=[http://host:30000]).
+type Endpoint struct {
+	llm.EndpointConfig `yaml:",inline"`
+}
+
+// UnmarshalYAML accepts a URL string or a mapping; unset fields get
+// llm.DefaultEndpointConfig's values.
+func (e *Endpoint) UnmarshalYAML(n *yaml.Node) error {
+	c := llm.DefaultEndpointConfig()
+	if n.Kind == yaml.ScalarNode {
+		c.BaseURL = n.Value
+		e.EndpointConfig = c
+		return nil
+	}
+	if err := n.Decode(&c); err != nil {
+		return err
+	}
+	e.EndpointConfig = c
+	return nil
+}
+
+func withURL(c llm.EndpointConfig, url string) llm.EndpointConfig {
+	c.BaseURL = url
+	return c
+}
+
+// PolicyServer returns the llm.PolicyConfig of the token-mode endpoints.
+func (p *PolicyConfig) PolicyServer() llm.PolicyConfig {
+	out := llm.PolicyConfig{Backend: p.Backend, Model: p.Model}
+	for _, e := range p.Endpoints {
+		out.Endpoints = append(out.Endpoints, e.EndpointConfig)
+	}
+	return out
 }

@@ -105,7 +105,7 @@ func producerConfig(tb testing.TB, url string) rollout.Config {
 	ep.BaseURL = url
 	ep.MaxRetries = 1
 	ep.BackoffBase, ep.BackoffMax = time.Millisecond, 5*time.Millisecond
-	cfg.Policy.Server.Endpoints = []llm.EndpointConfig{ep}
+	cfg.Policy.Endpoints = []rollout.Endpoint{{EndpointConfig: ep}}
 	cfg.Policy.Tokenizer = path
 	cfg.Policy.Name = "scripted-policy"
 	cfg.Econfig.UserLLMBaseURL = url + "/v1"

@@ -60,7 +60,7 @@ func NewRunners(cfg RunnerConfig, version func() int64, reg prometheus.Registere
 	r := &Runners{cfg: cfg, byDomain: map[string]*episode.Runner{}}
 	switch cfg.Policy.Mode {
 	case ModeToken:
-		pol, _, err := llm.NewPolicy(cfg.Policy.Server, reg)
+		pol, _, err := llm.NewPolicy(cfg.Policy.PolicyServer(), reg)
 		if err != nil {
 			return nil, err
 		}

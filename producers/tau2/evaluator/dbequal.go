@@ -2,6 +2,7 @@ package evaluator
 
 import (
 	"bytes"
+	"math"
 	"reflect"
 	"strings"
 
@@ -59,19 +60,121 @@ func sameDB(a, b env.DB) (bool, error) {
 		if !f.IsExported() || strings.Split(f.Tag.Get("json"), ",")[0] == "-" {
 			continue
 		}
-		fa, fb := addr(va.Field(i)), addr(vb.Field(i))
 		var eq bool
 		var err error
 		if isTable(f.Type) {
-			eq, err = pyjson.Equal(fa, fb)
+			eq, err = pyjson.Equal(addr(va.Field(i)), addr(vb.Field(i)))
 		} else {
-			eq, err = dumpsEqual(fa, fb)
+			eq, err = valuesEqual(va.Field(i), vb.Field(i))
 		}
 		if err != nil || !eq {
 			return eq, err
 		}
 	}
 	return true, nil
+}
+
+// valuesEqual reports whether two values have equal sort_keys dumps. Equal
+// Go values (fastEqual: floats bit for bit) have equal dumps; otherwise
+// lists of the same length are compared element by element (a list's dump
+// is its elements' dumps joined, so this is exact) and anything else by
+// its dump.
+func valuesEqual(a, b reflect.Value) (bool, error) {
+	if fastEqual(a, b, 0) {
+		return true, nil
+	}
+	if a.Kind() == reflect.Slice && a.Type() == b.Type() && !a.IsNil() && !b.IsNil() &&
+		!a.Type().Implements(marshalerType) && !reflect.PointerTo(a.Type()).Implements(marshalerType) {
+		if a.Len() != b.Len() {
+			return false, nil
+		}
+		for i := 0; i < a.Len(); i++ {
+			ea, eb := a.Index(i), b.Index(i)
+			if fastEqual(ea, eb, 0) {
+				continue
+			}
+			if eq, err := dumpsEqual(addr(ea), addr(eb)); err != nil || !eq {
+				return eq, err
+			}
+		}
+		return true, nil
+	}
+	return dumpsEqual(addr(a), addr(b))
+}
+
+// fastEqual is a conservative structural equality: true only when the two
+// values are identical in every field (floats compared by their bits, so
+// 0.0 and -0.0 differ as their dumps do). false means "compare dumps".
+func fastEqual(a, b reflect.Value, depth int) bool {
+	if !a.IsValid() || !b.IsValid() {
+		return a.IsValid() == b.IsValid()
+	}
+	if a.Type() != b.Type() || depth > 200 {
+		return false
+	}
+	switch a.Kind() {
+	case reflect.Bool:
+		return a.Bool() == b.Bool()
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return a.Int() == b.Int()
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return a.Uint() == b.Uint()
+	case reflect.Float32, reflect.Float64:
+		return math.Float64bits(a.Float()) == math.Float64bits(b.Float())
+	case reflect.String:
+		return a.String() == b.String()
+	case reflect.Pointer:
+		if a.UnsafePointer() == b.UnsafePointer() {
+			return true
+		}
+		if a.IsNil() || b.IsNil() {
+			return false
+		}
+		return fastEqual(a.Elem(), b.Elem(), depth+1)
+	case reflect.Interface:
+		if a.IsNil() || b.IsNil() {
+			return a.IsNil() == b.IsNil()
+		}
+		return fastEqual(a.Elem(), b.Elem(), depth+1)
+	case reflect.Slice:
+		if a.IsNil() != b.IsNil() || a.Len() != b.Len() {
+			return false
+		}
+		if a.Len() == 0 || a.UnsafePointer() == b.UnsafePointer() {
+			return true
+		}
+		fallthrough
+	case reflect.Array:
+		for i := 0; i < a.Len(); i++ {
+			if !fastEqual(a.Index(i), b.Index(i), depth+1) {
+				return false
+			}
+		}
+		return true
+	case reflect.Struct:
+		for i := 0; i < a.NumField(); i++ {
+			if !fastEqual(a.Field(i), b.Field(i), depth+1) {
+				return false
+			}
+		}
+		return true
+	case reflect.Map:
+		if a.IsNil() != b.IsNil() || a.Len() != b.Len() {
+			return false
+		}
+		if a.UnsafePointer() == b.UnsafePointer() {
+			return true
+		}
+		it := a.MapRange()
+		for it.Next() {
+			bv := b.MapIndex(it.Key())
+			if !bv.IsValid() || !fastEqual(it.Value(), bv, depth+1) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 func addr(v reflect.Value) any {

@@ -73,7 +73,7 @@ func TestResultsRewriteKeepsEverythingElse(t *testing.T) {
 		t.Errorf("content besides reward_info changed:\n%s", out)
 	}
 	// The inserted key sits before "messages", indented like its siblings.
-	if !strings.Contains(string(out), "\"termination_reason\": \"user_stop\",\n      \"x_extra\": 1,\n      \"reward_info\": {\n        \"reward\": 1.0,") {
+	if !strings.Contains(string(out), "\"user_cost\": 0.0045,\n      \"reward_info\": {\n        \"reward\": 0.0,\n        \"db_check\": {\n          \"db_match\": false,") {
 		t.Errorf("insertion layout:\n%s", out)
 	}
 }

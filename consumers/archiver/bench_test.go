@@ -1,0 +1,111 @@
+package archiver_test
+
+import (
+	"context"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"tau2rl/consumers/archiver"
+	tkafka "tau2rl/consumers/kafka"
+	"tau2rl/producers/synthetic"
+)
+
+// BenchmarkEndToEnd measures the streaming backbone on this machine, all in
+// one process as on a 2-core box: the synthetic producer (30 policy calls,
+// 8k-token context per trajectory) publishes b.N trajectories through the
+// embedded broker (with a data directory) while the archiver writes them to
+// Parquet (zstd) and commits. Reported: trajectories/s from the first
+// publish until every offset is committed, MB/s of Arrow payload, and the
+// process's peak heap.
+//
+//	go test -run '^$' -bench EndToEnd -benchtime 2000x ./consumers/archiver
+//
+// "archive-only" pre-publishes the trajectories and times the archiver alone.
+func BenchmarkEndToEnd(b *testing.B) {
+	b.Run("streaming", func(b *testing.B) { benchEndToEnd(b, false) })
+	b.Run("archive-only", func(b *testing.B) { benchEndToEnd(b, true) })
+}
+
+func benchEndToEnd(b *testing.B, prepublish bool) {
+	e := newEnv(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	scfg := synthetic.DefaultConfig()
+	scfg.Rate = 0
+	scfg.Total = b.N
+	scfg.Batch = 32
+	w, err := tkafka.NewWriter(e.kc, e.kc.Topics.Trajectories, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	var bytesOut atomic.Int64
+	produce := func() error {
+		st, err := synthetic.Run(ctx, scfg, w, nil)
+		bytesOut.Store(st.Bytes)
+		return err
+	}
+	if prepublish {
+		if err := produce(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cfg := archiver.DefaultConfig()
+	cfg.DatasetDir = filepath.Join(b.TempDir(), "ds")
+	cfg.Roll.MaxAge = time.Second
+	cfg.CommitInterval = 100 * time.Millisecond
+
+	var peakHeap atomic.Uint64
+	stopSample := make(chan struct{})
+	go func() {
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peakHeap.Load() {
+				peakHeap.Store(ms.HeapInuse)
+			}
+			select {
+			case <-stopSample:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	defer close(stopSample)
+
+	b.ResetTimer()
+	start := time.Now()
+	a, err := archiver.OpenKafka(ctx, cfg, e.kc, archiver.Deps{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := runAsync(runCtx, a)
+	prodErr := make(chan error, 1)
+	if !prepublish {
+		go func() { prodErr <- produce() }()
+	} else {
+		prodErr <- nil
+	}
+	if err := <-prodErr; err != nil {
+		b.Fatal(err)
+	}
+	waitCommitted(b, ctx, e, cfg.Group)
+	elapsed := time.Since(start)
+	b.StopTimer()
+	stop()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	if a.Summary.Rows != b.N {
+		b.Fatalf("archived %d rows, want %d", a.Summary.Rows, b.N)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "traj/s")
+	b.ReportMetric(float64(bytesOut.Load())/elapsed.Seconds()/1e6, "arrowMB/s")
+	b.ReportMetric(float64(a.Summary.FileBytes)/float64(b.N), "parquetB/traj")
+	b.ReportMetric(float64(bytesOut.Load())/float64(b.N), "arrowB/traj")
+	b.ReportMetric(float64(peakHeap.Load())/(1<<20), "peakHeapMB")
+}
