@@ -15,7 +15,7 @@ export TAU2_DATA_DIR QWEN3_TOKENIZER_DIR
 BINARIES := tau2-producer tau2-archiver tau2-trainer tau2-replay tau2-eval tau2-broker tau2-scripted-llm tau2-run
 TEST_TIMEOUT ?= 40m
 BENCHTIME ?= 1x
-STATICCHECK := honnef.co/go/tools/cmd/staticcheck@2026.1
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: all build run test test-short bench lint deps deps-system deps-npm clean
 

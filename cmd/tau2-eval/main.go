@@ -17,6 +17,7 @@ import (
 	// The τ² domains grading can build.
 	_ "tau2rl/producers/tau2/airline"
 	_ "tau2rl/producers/tau2/mock"
+	_ "tau2rl/producers/tau2/retail"
 	_ "tau2rl/producers/tau2/telecom"
 )
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -149,5 +148,3 @@ func splitLines(s string) []string {
 	}
 	return out
 }
-
-var errStopped = errors.New("stopped")

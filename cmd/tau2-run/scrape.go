@@ -40,37 +40,6 @@ func scrape(addr string) (sample, error) {
 	return s, nil
 }
 
-// scrapeLabeled returns one metric's values keyed by the value of one label.
-func scrapeLabeled(addr, metric, label string) (map[string]float64, error) {
-	resp, err := scrapeClient.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]float64{}
-	f, ok := fams[metric]
-	if !ok {
-		return out, nil
-	}
-	for _, m := range f.GetMetric() {
-		key := ""
-		for _, l := range m.GetLabel() {
-			if l.GetName() == label {
-				key = l.GetValue()
-			}
-		}
-		tmp := sample{}
-		addMetric(tmp, "v", f.GetType(), m)
-		out[key] += tmp["v"]
-	}
-	return out, nil
-}
-
 func addMetric(s sample, name string, typ dto.MetricType, m *dto.Metric) {
 	switch typ {
 	case dto.MetricType_COUNTER:

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+
+	dto "github.com/prometheus/client_model/go"
 	"time"
 
 	"tau2rl/consumers/archiver"
@@ -78,7 +80,8 @@ func benchEndToEnd(b *testing.B, prepublish bool) {
 
 	b.ResetTimer()
 	start := time.Now()
-	a, err := archiver.OpenKafka(ctx, cfg, e.kc, archiver.Deps{}, nil)
+	am := archiver.NewMetrics(nil)
+	a, err := archiver.OpenKafka(ctx, cfg, e.kc, archiver.Deps{Metrics: am}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -108,4 +111,8 @@ func benchEndToEnd(b *testing.B, prepublish bool) {
 	b.ReportMetric(float64(a.Summary.FileBytes)/float64(b.N), "parquetB/traj")
 	b.ReportMetric(float64(bytesOut.Load())/float64(b.N), "arrowB/traj")
 	b.ReportMetric(float64(peakHeap.Load())/(1<<20), "peakHeapMB")
+	var fin dto.Metric
+	if err := am.FinalizeLatency.Write(&fin); err == nil {
+		b.ReportMetric(fin.GetHistogram().GetSampleSum(), "finalize-s")
+	}
 }

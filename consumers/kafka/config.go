@@ -151,6 +151,12 @@ type ReaderConfig struct {
 	// of the application. Default 100 (kafka-go's default); lower it to
 	// bound memory when messages are large.
 	QueueCapacity int `yaml:"queue_capacity"`
+	// FetchMaxBytes is the most data one fetch asks a partition for. A
+	// record batch larger than this is still returned whole (Kafka
+	// returns at least one batch), so it bounds memory and per-fetch
+	// copying without capping message size. Default 1 MiB (measured
+	// fastest against the embedded broker with 100 KB trajectories).
+	FetchMaxBytes int `yaml:"fetch_max_bytes"`
 }
 
 // SASL mechanisms accepted in SASLConfig.Mechanism.
@@ -223,6 +229,7 @@ func DefaultConfig() Config {
 			HeartbeatInterval: DefaultHeartbeatInterval,
 			MaxWait:           DefaultMaxWait,
 			QueueCapacity:     100,
+			FetchMaxBytes:     1 << 20,
 		},
 		DialTimeout: DefaultDialTimeout,
 	}
@@ -279,6 +286,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Reader.MaxWait <= 0 {
 		errs = append(errs, errors.New("reader.max_wait must be positive"))
+	}
+	if c.Reader.FetchMaxBytes < 1<<10 {
+		errs = append(errs, fmt.Errorf("reader.fetch_max_bytes: %d is below 1 KiB", c.Reader.FetchMaxBytes))
 	}
 	if c.Reader.QueueCapacity < 1 {
 		errs = append(errs, fmt.Errorf("reader.queue_capacity: %d must be ≥ 1", c.Reader.QueueCapacity))

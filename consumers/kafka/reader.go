@@ -54,7 +54,7 @@ func NewGroupReader(cfg Config, group string, topics []string, m *Metrics) (*Gro
 		Dialer:            conn.dialer,
 		QueueCapacity:     cfg.Reader.QueueCapacity,
 		MinBytes:          1,
-		MaxBytes:          BrokerMessageMaxBytes(cfg.MaxMessageBytes),
+		MaxBytes:          cfg.Reader.FetchMaxBytes,
 		MaxWait:           cfg.Reader.MaxWait,
 		HeartbeatInterval: cfg.Reader.HeartbeatInterval,
 		SessionTimeout:    cfg.Reader.SessionTimeout,

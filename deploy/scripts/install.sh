@@ -12,7 +12,7 @@
 #   /etc/systemd/system/<unit>.d/                  nothing (drop-in examples go to the share dir)
 #   /usr/lib/sysusers.d/tau2rl.conf                the tau2rl system user
 #   /usr/lib/tmpfiles.d/tau2rl.conf                /etc/tau2rl (0750 root:tau2rl), secrets.env (0600), /var/lib/tau2rl
-#   /usr/local/share/tau2rl/config-examples/       deploy/config/*.yaml (copy the ones you need to /etc/tau2rl)
+#   /usr/local/share/tau2rl/config-examples/       deploy/config/ (copy the ones you need to /etc/tau2rl)
 #   /usr/local/share/tau2rl/systemd-examples/      deploy/systemd/examples (drop-ins)
 #   /usr/local/share/tau2rl/monitoring/            deploy/monitoring (Prometheus, alerts, Grafana)
 #   /usr/local/share/doc/tau2rl/OPERATIONS.md      docs/OPERATIONS.md
@@ -65,7 +65,7 @@ install -d -m 0755 "$root/etc/systemd/system" "$root/usr/lib/sysusers.d" "$root/
 install -m 0644 "$repo"/deploy/systemd/*.service "$repo"/deploy/systemd/*.target "$root/etc/systemd/system/"
 install -m 0644 "$repo/deploy/systemd/tau2rl.sysusers.conf" "$root/usr/lib/sysusers.d/tau2rl.conf"
 install -m 0644 "$repo/deploy/systemd/tau2rl.tmpfiles.conf" "$root/usr/lib/tmpfiles.d/tau2rl.conf"
-install -m 0644 "$repo"/deploy/config/*.yaml "$root/usr/local/share/tau2rl/config-examples/"
+cp -R "$repo/deploy/config/." "$root/usr/local/share/tau2rl/config-examples/"
 cp -R "$repo/deploy/systemd/examples/." "$root/usr/local/share/tau2rl/systemd-examples/"
 cp -R "$repo/deploy/monitoring/." "$root/usr/local/share/tau2rl/monitoring/"
 install -m 0644 "$repo/docs/OPERATIONS.md" "$root/usr/local/share/doc/tau2rl/OPERATIONS.md"

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"tau2rl/producers/chattemplate"
@@ -114,6 +115,12 @@ type TokenAgentFactory struct {
 	MaxResumes int
 	// SendSeed passes the trial seed to the server's sampler.
 	SendSeed bool
+
+	// prefixes caches the tokenized system turn (policy + tools) and the
+	// greeting per distinct prompt, so an episode tokenizes only its own
+	// turns: the ~7k-token τ² system prompt is the same for every episode
+	// of a domain. The cached ids are never modified.
+	prefixes sync.Map // string -> []int32
 }
 
 // NewAgent implements AgentFactory.
@@ -133,6 +140,45 @@ func (f *TokenAgentFactory) NewAgent(spec AgentSpec) (Agent, error) {
 	return &tokenAgent{f: f, spec: spec, stops: stops}, nil
 }
 
+// newHistory starts an agent's history. Incremental histories reuse the
+// cached tokenization of the episode-independent prefix (system turn and
+// initial messages); rerender histories are built by chattemplate.
+func (f *TokenAgentFactory) newHistory(spec AgentSpec, first []chattemplate.Message) (chattemplate.History, error) {
+	opts := chattemplate.Options{Tools: spec.Tools, EnableThinking: f.EnableThinking}
+	initial := []chattemplate.Message{{Role: chattemplate.RoleSystem, Content: spec.System}}
+	for _, m := range spec.Initial {
+		initial = append(initial, agentMessage(m))
+	}
+	if f.Mode != chattemplate.ModeIncremental && f.Mode != "" {
+		return chattemplate.New(f.Mode, f.Tokenizer, append(initial, first...), opts)
+	}
+	var key strings.Builder
+	key.WriteString(spec.System)
+	for _, t := range spec.Tools {
+		key.WriteByte(0)
+		key.Write(t)
+	}
+	for _, m := range initial[1:] {
+		key.WriteByte(1)
+		key.WriteString(m.Role + "\x00" + m.Content)
+	}
+	var prefix []int32
+	if v, ok := f.prefixes.Load(key.String()); ok {
+		prefix = v.([]int32)
+	} else {
+		text, err := chattemplate.Render(initial, opts)
+		if err != nil {
+			return nil, err
+		}
+		if !strings.HasSuffix(text, chattemplate.IMEnd+"\n") {
+			return nil, fmt.Errorf("rendered prefix does not end with %s", chattemplate.IMEnd)
+		}
+		prefix = f.Tokenizer.Encode(text)
+		f.prefixes.Store(key.String(), prefix)
+	}
+	return newIncremental(f.Tokenizer, prefix, initial, first, opts)
+}
+
 type tokenAgent struct {
 	f     *TokenAgentFactory
 	spec  AgentSpec
@@ -147,12 +193,7 @@ func (a *tokenAgent) Act(ctx context.Context, in []schemas.Message) (AgentTurn, 
 		msgs = append(msgs, agentMessage(m))
 	}
 	if a.h == nil {
-		initial := []chattemplate.Message{{Role: chattemplate.RoleSystem, Content: a.spec.System}}
-		for _, m := range a.spec.Initial {
-			initial = append(initial, agentMessage(m))
-		}
-		initial = append(initial, msgs...)
-		h, err := chattemplate.New(a.f.Mode, a.f.Tokenizer, initial, chattemplate.Options{Tools: a.spec.Tools, EnableThinking: a.f.EnableThinking})
+		h, err := a.f.newHistory(a.spec, msgs)
 		if err != nil {
 			return AgentTurn{}, fmt.Errorf("episode: agent history: %w", err)
 		}

@@ -38,7 +38,7 @@ func TestWatermark(t *testing.T) {
 	if err := tr.Trained(h5, 2, "a1"); err != nil {
 		t.Fatal(err)
 	}
-	targets, above = tr.Checkpointed(1)
+	targets, _ = tr.Checkpointed(1)
 	if targets[0].Next != 5 {
 		t.Fatalf("committed past a step that is not checkpointed: %v", targets)
 	}

@@ -42,7 +42,7 @@ func (t *Tree) Insert(seq []int32) (int, error) {
 			cur.kids.add(seq[pos], leaf)
 			t.distinct += int64(len(seq) - pos)
 			t.nodes++
-			cur, pos = leaf, len(seq)
+			cur = leaf
 			break
 		}
 		lbl := child.label(t.seqs)

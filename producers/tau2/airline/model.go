@@ -53,7 +53,7 @@ type Name struct {
 // Address is a user's address.
 type Address struct {
 	Address1 string  `json:"address1"`
-	Address2 *string `json:"address2,optional"`
+	Address2 *string `json:"address2" pydantic:"optional"`
 	City     string  `json:"city"`
 	Country  string  `json:"country"`
 	State    string  `json:"state"`

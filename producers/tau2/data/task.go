@@ -30,9 +30,9 @@ type Task struct {
 	Ticket             *string             `json:"ticket"`
 	InitialState       *InitialState       `json:"initial_state"`
 	EvaluationCriteria *EvaluationCriteria `json:"evaluation_criteria"`
-	Issues             []*pyjson.Object    `json:"issues,optional"`
-	RequiredDocuments  []string            `json:"required_documents,optional"`
-	UserTools          []string            `json:"user_tools,optional"`
+	Issues             []*pyjson.Object    `json:"issues" pydantic:"optional"`
+	RequiredDocuments  []string            `json:"required_documents" pydantic:"optional"`
+	UserTools          []string            `json:"user_tools" pydantic:"optional"`
 
 	Raw *pyjson.Object `json:"-"`
 }
@@ -133,10 +133,10 @@ func (u UserScenario) String() string {
 // InitialState is a task's initial_state.
 type InitialState struct {
 	InitializationData    *InitializationData `json:"initialization_data"`
-	InitializationActions []EnvFunctionCall   `json:"initialization_actions,optional"`
+	InitializationActions []EnvFunctionCall   `json:"initialization_actions" pydantic:"optional"`
 	// MessageHistory holds the pre-existing conversation as raw message
 	// objects (message schema of τ²'s data_model/message.py).
-	MessageHistory []*pyjson.Object `json:"message_history,optional"`
+	MessageHistory []*pyjson.Object `json:"message_history" pydantic:"optional"`
 }
 
 // InitializationData is deep-merged into the DBs before the episode.
@@ -156,7 +156,7 @@ type EnvFunctionCall struct {
 // AssertValue.
 type EnvAssertion struct {
 	EnvFunctionCall
-	AssertValue bool    `json:"assert_value,optional"`
+	AssertValue bool    `json:"assert_value" pydantic:"optional"`
 	Message     *string `json:"message"`
 }
 
@@ -166,11 +166,11 @@ func (a *EnvAssertion) SetDefaults() { a.AssertValue = true }
 // Action is a gold tool call.
 type Action struct {
 	ActionID    string         `json:"action_id"`
-	Requestor   string         `json:"requestor,optional"`
+	Requestor   string         `json:"requestor" pydantic:"optional"`
 	Name        string         `json:"name"`
 	Arguments   *pyjson.Object `json:"arguments"`
 	Info        *string        `json:"info"`
-	CompareArgs []string       `json:"compare_args,optional"`
+	CompareArgs []string       `json:"compare_args" pydantic:"optional"`
 }
 
 // SetDefaults sets requestor's default ("assistant").
@@ -178,11 +178,11 @@ func (a *Action) SetDefaults() { a.Requestor = "assistant" }
 
 // EvaluationCriteria is a task's evaluation_criteria.
 type EvaluationCriteria struct {
-	Actions         []Action       `json:"actions,optional"`
-	EnvAssertions   []EnvAssertion `json:"env_assertions,optional"`
-	CommunicateInfo []string       `json:"communicate_info,optional"`
-	NLAssertions    []string       `json:"nl_assertions,optional"`
-	RewardBasis     []RewardType   `json:"reward_basis,optional"`
+	Actions         []Action       `json:"actions" pydantic:"optional"`
+	EnvAssertions   []EnvAssertion `json:"env_assertions" pydantic:"optional"`
+	CommunicateInfo []string       `json:"communicate_info" pydantic:"optional"`
+	NLAssertions    []string       `json:"nl_assertions" pydantic:"optional"`
+	RewardBasis     []RewardType   `json:"reward_basis" pydantic:"optional"`
 }
 
 // SetDefaults sets reward_basis's default [DB, COMMUNICATE] (v0.2.1 files

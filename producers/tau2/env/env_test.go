@@ -77,9 +77,8 @@ var testToolkit = MustToolkit("TestTools", []*Tool{
 		return pyjson.NewObject("n", int64(db.Items.Len()), "ok", true, "avg", 2.0, "items", db.Items.Keys(), "none", nil), nil
 	}),
 	NewTool("boom", Generic, schema("boom"), func(db *testDB, a *Args) (any, error) {
-		var m map[string]int
-		m["x"] = 1 // nil map write: a Go bug, recovered as a tool error
-		return nil, nil
+		var missing *testDB
+		return missing.Items.Len(), nil // nil dereference: a Go bug, recovered as a tool error
 	}),
 	NewTool("emoji", Read, schema("emoji"), func(db *testDB, a *Args) (any, error) {
 		return "📶 ok ✈️", nil
@@ -122,7 +121,7 @@ func TestCall(t *testing.T) {
 		{"add", `{"id": "a", "n": 2.5}`, `Error: add: argument 'n' must be int, not float`, true},
 		{"stats", ``, `{"n": "1", "ok": "True", "avg": "2.0", "items": ["a"], "none": null}`, false},
 		{"emoji", ``, `📶 ok ✈️`, false},
-		{"boom", ``, `Error: internal error in boom: assignment to entry in nil map`, true},
+		{"boom", ``, `Error: internal error in boom: runtime error: invalid memory address or nil pointer dereference`, true},
 	} {
 		e := newTestEnv(t)
 		if c.name == "add" && strings.Contains(c.args, "2.0") {

@@ -41,7 +41,7 @@ func (g *Grader) envCheck(task *data.Task, trajectory []Message) (*part, error) 
 		envAssertions: make([]EnvAssertionCheck, 0, len(crit.EnvAssertions))}
 	assertReward := 1.0
 	for i, a := range crit.EnvAssertions {
-		met, err := pred.RunAssertion(a.EnvType, a.FuncName, pyjson.DeepCopy(a.Arguments), a.AssertValue)
+		met, err := pred.RunAssertion(a.EnvType, a.FuncName, copyArgs(a.Arguments), a.AssertValue)
 		if err != nil {
 			return nil, evalErr("task %s: env assertion %d (%s.%s): %v", task.ID, i, a.EnvType, a.FuncName, err)
 		}
@@ -95,7 +95,7 @@ func (g *Grader) goldEnv(task *data.Task) (*env.Environment, error) {
 	}
 	for _, a := range task.EvaluationCriteria.Actions {
 		// Errors are ignored, as τ² only logs them.
-		_, _ = e.MakeToolCall(a.Requestor, a.Name, pyjson.DeepCopy(a.Arguments))
+		_, _ = e.MakeToolCall(a.Requestor, a.Name, copyArgs(a.Arguments))
 	}
 	g.gold[task] = e
 	return e, nil
@@ -123,7 +123,7 @@ func InitializeEnv(e *env.Environment, task *data.Task) error {
 		}
 	}
 	for i, a := range st.InitializationActions {
-		if _, err := e.RunEnvFunction(a.EnvType, a.FuncName, pyjson.DeepCopy(a.Arguments)); err != nil {
+		if _, err := e.RunEnvFunction(a.EnvType, a.FuncName, copyArgs(a.Arguments)); err != nil {
 			return evalErr("task %s: initialization action %d (%s.%s): %v", task.ID, i, a.EnvType, a.FuncName, err)
 		}
 	}
@@ -182,7 +182,7 @@ func ReplayTrajectory(e *env.Environment, msgs []Message, strict bool) (mismatch
 		}
 		var content string
 		if p.call.Arguments != nil {
-			content, _ = e.CallObject(req, p.call.Name, pyjson.DeepCopy(p.call.Arguments))
+			content, _ = e.CallObject(req, p.call.Name, copyArgs(p.call.Arguments))
 		} else {
 			content, _ = e.Call(req, p.call.Name, p.call.RawArguments)
 		}

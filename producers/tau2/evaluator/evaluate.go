@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"tau2rl/producers/tau2/data"
 	"tau2rl/producers/tau2/env"
@@ -80,11 +81,31 @@ type Grader struct {
 
 // NewGrader checks that the domain can be built and prepares a Grader.
 func NewGrader(opts Options) (*Grader, error) {
+	tt, err := toolTypes(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Grader{opts: opts, toolTypes: tt, gold: map[*data.Task]*env.Environment{}}, nil
+}
+
+type toolTypesKey struct {
+	domain, dataDir string
+	solo            bool
+}
+
+var toolTypesCache sync.Map // toolTypesKey -> map[string]env.ToolType (read-only)
+
+// toolTypes is τ²'s get_tool_types(env.tools) updated with the user
+// tools' types, computed once per domain.
+func toolTypes(opts Options) (map[string]env.ToolType, error) {
+	key := toolTypesKey{opts.Domain, opts.DataDir, opts.Solo}
+	if v, ok := toolTypesCache.Load(key); ok {
+		return v.(map[string]env.ToolType), nil
+	}
 	e, err := env.New(opts.Domain, env.Options{DataDir: opts.DataDir, Solo: opts.Solo})
 	if err != nil {
 		return nil, fmt.Errorf("evaluator: %w", err)
 	}
-	// τ²: get_tool_types(env.tools), then updated with the user tools.
 	tt := map[string]env.ToolType{}
 	for _, t := range e.Agent.Toolkit.Tools() {
 		tt[t.Name] = t.Type
@@ -92,7 +113,8 @@ func NewGrader(opts Options) (*Grader, error) {
 	for _, t := range e.User.Toolkit.Tools() {
 		tt[t.Name] = t.Type
 	}
-	return &Grader{opts: opts, toolTypes: tt, gold: map[*data.Task]*env.Environment{}}, nil
+	toolTypesCache.Store(key, tt)
+	return tt, nil
 }
 
 // Evaluate grades one episode with a throwaway Grader; see Grader.Evaluate.

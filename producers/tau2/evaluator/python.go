@@ -227,3 +227,33 @@ func toBig(v any) *big.Int {
 	}
 	return new(big.Int)
 }
+
+// copyArgs deep-copies decoded JSON arguments (Objects and lists; scalars
+// are immutable), so that a tool keeping a reference to its arguments can
+// never alias a task's gold actions or a caller's trajectory.
+func copyArgs(o *pyjson.Object) *pyjson.Object {
+	if o == nil {
+		return nil
+	}
+	out := pyjson.NewMap[any](o.Len())
+	for k, v := range o.All() {
+		out.Set(k, copyValue(v))
+	}
+	return out
+}
+
+func copyValue(v any) any {
+	switch x := v.(type) {
+	case *pyjson.Object:
+		return copyArgs(x)
+	case []any:
+		l := make([]any, len(x))
+		for i, e := range x {
+			l[i] = copyValue(e)
+		}
+		return l
+	case *big.Int:
+		return new(big.Int).Set(x)
+	}
+	return v
+}

@@ -43,7 +43,7 @@ func (db *DB) Fork() env.DB { return pyjson.DeepCopy(db) }
 type Notification struct {
 	NotificationID string  `json:"notification_id"`
 	Message        string  `json:"message"`
-	Status         string  `json:"status,optional"` // "unread" | "read"
+	Status         string  `json:"status" pydantic:"optional"` // "unread" | "read"
 	TaskID         *string `json:"task_id"`
 }
 
@@ -52,7 +52,7 @@ func (n *Notification) SetDefaults() { n.Status = "unread" }
 
 // UserDB is τ²'s MockUserDB.
 type UserDB struct {
-	Notifications pyjson.Map[*Notification] `json:"notifications,optional"`
+	Notifications pyjson.Map[*Notification] `json:"notifications" pydantic:"optional"`
 }
 
 // Fork deep-copies the DB.
@@ -67,8 +67,6 @@ var (
 	agentSchemas = env.MustParseSchemas(agentSchemasJSON)
 	userSchemas  = env.MustParseSchemas(userSchemasJSON)
 )
-
-var validStatus = map[string]bool{"pending": true, "completed": true}
 
 // AgentToolkit is MockTools.
 var AgentToolkit = env.MustToolkit("MockTools", []*env.Tool{

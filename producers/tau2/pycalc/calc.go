@@ -226,7 +226,7 @@ func (p *parser) power(depth int) (Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	for p.peek("(") {
+	if p.peek("(") {
 		p.i++
 		p.depth++
 		if !p.peek(")") {

@@ -19,7 +19,6 @@ func DeepCopy[T any](v T) T {
 
 var (
 	deepCopierType = reflect.TypeFor[deepCopier]()
-	copyFromerType = reflect.TypeFor[copyFromer]()
 )
 
 func deepCopyRV(dst, src reflect.Value) {

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 )
@@ -312,7 +313,6 @@ type field struct {
 	name     string
 	index    []int
 	optional bool // may be absent when decoding (pointer types are always optional)
-	defaultV string
 }
 
 type structInfo struct {
@@ -325,7 +325,7 @@ var structCache sync.Map // reflect.Type -> *structInfo
 
 // structFields returns the model fields of t in declaration order; embedded
 // structs without a tag are flattened (pydantic inheritance: base fields
-// first). The `json:"name,optional"` tag marks a non-pointer field that may
+// first). The `json:"name" pydantic:"optional"` tag marks a non-pointer field that may
 // be missing on input (pydantic default); `json:"-"` skips a field.
 func structFields(t reflect.Type) *structInfo {
 	if si, ok := structCache.Load(t); ok {
@@ -340,13 +340,7 @@ func structFields(t reflect.Type) *structInfo {
 			if tag == "-" {
 				continue
 			}
-			name, opts := tag, ""
-			for j := 0; j < len(tag); j++ {
-				if tag[j] == ',' {
-					name, opts = tag[:j], tag[j+1:]
-					break
-				}
-			}
+			name, _, _ := strings.Cut(tag, ",")
 			idx := append(slices.Clone(index), i)
 			if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
 				walk(f.Type, idx)
@@ -359,10 +353,8 @@ func structFields(t reflect.Type) *structInfo {
 				name = f.Name
 			}
 			fl := field{name: name, index: idx, optional: f.Type.Kind() == reflect.Pointer}
-			for _, o := range splitComma(opts) {
-				if o == "optional" {
-					fl.optional = true
-				}
+			if f.Tag.Get("pydantic") == "optional" {
+				fl.optional = true
 			}
 			if j, dup := si.byName[name]; dup {
 				// A redefined field keeps the base position (pydantic).
@@ -389,22 +381,6 @@ func structFields(t reflect.Type) *structInfo {
 	})
 	actual, _ := structCache.LoadOrStore(t, si)
 	return actual.(*structInfo)
-}
-
-func splitComma(s string) []string {
-	var out []string
-	for s != "" {
-		i := 0
-		for i < len(s) && s[i] != ',' {
-			i++
-		}
-		out = append(out, s[:i])
-		if i == len(s) {
-			break
-		}
-		s = s[i+1:]
-	}
-	return out
 }
 
 func (e *encoder) structValue(dst []byte, v reflect.Value, depth int) ([]byte, error) {

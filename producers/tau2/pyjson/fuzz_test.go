@@ -61,7 +61,7 @@ func FuzzFromValue(f *testing.F) {
 		}
 		if o, ok := v.(*Object); ok {
 			var d struct {
-				Recs Table[*rec] `json:"recs,optional"`
+				Recs Table[*rec] `json:"recs" pydantic:"optional"`
 			}
 			_ = MergeInto(&d, o)
 		}

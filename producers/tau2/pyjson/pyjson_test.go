@@ -129,7 +129,7 @@ type rec struct {
 	F     float64  `json:"f"`
 	Opt   *string  `json:"opt"`
 	Tags  []string `json:"tags"`
-	Extra Map[int] `json:"extra,optional"`
+	Extra Map[int] `json:"extra" pydantic:"optional"`
 }
 
 func TestTableCopyOnWrite(t *testing.T) {

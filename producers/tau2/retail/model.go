@@ -246,13 +246,13 @@ type Order struct {
 	Status                  string             `json:"status"`
 	Fulfillments            []OrderFulfillment `json:"fulfillments"`
 	PaymentHistory          []OrderPayment     `json:"payment_history"`
-	CancelReason            *string            `json:"cancel_reason,optional"`
-	ExchangeItems           []string           `json:"exchange_items,optional"`
-	ExchangeNewItems        []string           `json:"exchange_new_items,optional"`
-	ExchangePaymentMethodID *string            `json:"exchange_payment_method_id,optional"`
-	ExchangePriceDifference *Number            `json:"exchange_price_difference,optional"`
-	ReturnItems             []string           `json:"return_items,optional"`
-	ReturnPaymentMethodID   *string            `json:"return_payment_method_id,optional"`
+	CancelReason            *string            `json:"cancel_reason" pydantic:"optional"`
+	ExchangeItems           []string           `json:"exchange_items" pydantic:"optional"`
+	ExchangeNewItems        []string           `json:"exchange_new_items" pydantic:"optional"`
+	ExchangePaymentMethodID *string            `json:"exchange_payment_method_id" pydantic:"optional"`
+	ExchangePriceDifference *Number            `json:"exchange_price_difference" pydantic:"optional"`
+	ReturnItems             []string           `json:"return_items" pydantic:"optional"`
+	ReturnPaymentMethodID   *string            `json:"return_payment_method_id" pydantic:"optional"`
 }
 
 // RetailDB is τ²'s RetailDB. Its three collections are copy-on-write
