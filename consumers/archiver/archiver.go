@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"sort"
 	"time"
 
@@ -67,17 +66,33 @@ var (
 // Archiver consumes trajectories and writes the Parquet dataset. See the
 // package documentation for the delivery guarantees.
 type Archiver struct {
-	cfg     Config
-	d       Deps
-	m       *Metrics
-	log     *slog.Logger
-	ids     *idSet
-	tr      *tracker
-	files   map[string]*openFile
-	runID   string
-	seq     int
-	unlock  func()
-	Summary Summary
+	cfg    Config
+	d      Deps
+	m      *Metrics
+	log    *slog.Logger
+	ids    *idSet
+	tr     *tracker
+	files  map[string]*openFile
+	runID  string
+	seq    int
+	unlock func()
+	// Finalization (footer, fsync, rename, directory fsync) runs on its own
+	// goroutine so the loop keeps archiving while the disk syncs; finQ
+	// feeds it and finDone returns the results to the loop, which alone
+	// touches pending counts and metrics.
+	finQ     chan *openFile
+	finDone  chan finResult
+	inflight int
+	Summary  Summary
+}
+
+// finResult is the outcome of one background finalization.
+type finResult struct {
+	f    *openFile
+	path string
+	size int64
+	dur  time.Duration
+	err  error
 }
 
 // Summary counts what one Run did.
@@ -167,6 +182,10 @@ func (a *Archiver) Run(ctx context.Context) (err error) {
 	for i := 0; i < a.cfg.DecodeWorkers; i++ {
 		go a.decodeLoop(work)
 	}
+	a.finQ = make(chan *openFile, 2)
+	a.finDone = make(chan finResult, 2)
+	go a.finalizeLoop()
+	defer close(a.finQ)
 	ticker := time.NewTicker(a.cfg.CommitInterval)
 	defer ticker.Stop()
 	a.log.Info("archiver running", "dataset_dir", a.cfg.DatasetDir, "group", a.cfg.Group, "topic", a.d.Topic,
@@ -187,6 +206,10 @@ func (a *Archiver) Run(ctx context.Context) (err error) {
 				if ctx.Err() != nil {
 					return a.shutdown()
 				}
+				return a.fail(err)
+			}
+		case r := <-a.finDone:
+			if err := a.complete(r); err != nil {
 				return a.fail(err)
 			}
 		case <-ticker.C:
@@ -378,29 +401,68 @@ func (a *Archiver) fileFor(dir string) (*openFile, error) {
 	return f, nil
 }
 
-// finalize makes f durable and releases its messages for commit.
+// finalize hands f to the finalizer goroutine. Its messages are released
+// for commit when the result comes back (complete). While the finalizer is
+// busy the loop keeps taking results, so the two never wait on each other.
 func (a *Archiver) finalize(f *openFile) error {
-	start := time.Now()
-	final, err := f.finalize(a.d.FS, a.d.Now())
-	if err != nil {
-		a.m.Errors.WithLabelValues("finalize").Inc()
-		return err
-	}
 	delete(a.files, f.dir)
 	a.m.OpenFiles.Set(float64(len(a.files)))
-	a.m.FinalizeLatency.Observe(time.Since(start).Seconds())
-	for _, p := range f.entries {
+	for {
+		select {
+		case a.finQ <- f:
+			a.inflight++
+			return nil
+		case r := <-a.finDone:
+			if err := a.complete(r); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// finalizeLoop makes files durable, one at a time, off the loop.
+func (a *Archiver) finalizeLoop() {
+	for f := range a.finQ {
+		start := time.Now()
+		path, err := f.finalize(a.d.FS, a.d.Now())
+		a.finDone <- finResult{f: f, path: path, size: f.sink.Size(), dur: time.Since(start), err: err}
+	}
+}
+
+// complete records a finished finalization: on success the file's messages
+// may be committed; on failure the run stops.
+func (a *Archiver) complete(r finResult) error {
+	a.inflight--
+	if r.err != nil {
+		a.m.Errors.WithLabelValues("finalize").Inc()
+		if aerr := r.f.abort(a.d.FS); aerr != nil {
+			a.log.Warn("removing temporary file", "path", r.f.tmpPath, "err", aerr)
+		}
+		return r.err
+	}
+	a.m.FinalizeLatency.Observe(r.dur.Seconds())
+	for _, p := range r.f.entries {
 		p.waiting--
 	}
-	size := f.sink.Size()
 	a.m.Files.Inc()
-	a.m.Rows.Add(float64(f.rows))
-	a.m.FileBytes.Add(float64(size))
+	a.m.Rows.Add(float64(r.f.rows))
+	a.m.FileBytes.Add(float64(r.size))
 	a.Summary.Files++
-	a.Summary.Rows += f.rows
-	a.Summary.FileBytes += size
-	a.log.Debug("file finalized", "path", final, "rows", f.rows, "bytes", size)
+	a.Summary.Rows += r.f.rows
+	a.Summary.FileBytes += r.size
+	a.log.Debug("file finalized", "path", r.path, "rows", r.f.rows, "bytes", r.size, "seconds", r.dur.Seconds())
 	return nil
+}
+
+// drain waits for every in-flight finalization, returning the first error.
+func (a *Archiver) drain() error {
+	var errs []error
+	for a.inflight > 0 {
+		if err := a.complete(<-a.finDone); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // tick rolls files by age and commits durable progress.
@@ -459,11 +521,10 @@ func (a *Archiver) shutdown() error {
 	for _, f := range a.sortedFiles() {
 		if err := a.finalize(f); err != nil {
 			errs = append(errs, err)
-			if aerr := f.abort(a.d.FS); aerr != nil {
-				errs = append(errs, aerr)
-			}
-			delete(a.files, f.dir)
 		}
+	}
+	if err := a.drain(); err != nil {
+		errs = append(errs, err)
 	}
 	a.commit(ctx)
 	if err := a.d.Source.Close(); err != nil {
@@ -474,9 +535,13 @@ func (a *Archiver) shutdown() error {
 	return errors.Join(errs...)
 }
 
-// fail discards unfinished files, commits what is durable and returns err.
+// fail waits for in-flight finalizations (those that succeed are durable),
+// discards unfinished files, commits what is durable and returns err.
 func (a *Archiver) fail(err error) error {
 	a.log.Error("archiver failed; uncommitted messages will be redelivered", "err", err)
+	if derr := a.drain(); derr != nil {
+		a.log.Warn("finalization failed during shutdown", "err", derr)
+	}
 	for _, f := range a.files {
 		if aerr := f.abort(a.d.FS); aerr != nil {
 			a.log.Warn("removing temporary file", "path", f.tmpPath, "err", aerr)
@@ -501,7 +566,3 @@ func (a *Archiver) sortedFiles() []*openFile {
 	sort.Slice(out, func(i, j int) bool { return out[i].dir < out[j].dir })
 	return out
 }
-
-// tempPath reports whether p (a path under the dataset) is an archiver
-// temporary file.
-func tempPath(p string) bool { return isTempFile(filepath.Base(p)) }

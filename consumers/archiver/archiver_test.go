@@ -212,7 +212,7 @@ func TestRestartAfterUncommittedFilesHasNoDuplicates(t *testing.T) {
 	}
 	defer dl.Close()
 	a, err := archiver.Open(ctx, cfg, archiver.Deps{
-		Source: failingCommits{r}, DeadLetters: dl, NewSink: newTestSink, Topic: e.kc.Topics.Trajectories,
+		Source: failingCommits{r}, DeadLetters: dl, NewSink: newTestSink, Topic: e.kc.Topics.Trajectories, Log: testLog,
 		Committed: func(context.Context) (map[int]int64, error) { return nil, nil },
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -21,7 +22,8 @@ import (
 // embedded broker (with a data directory) while the archiver writes them to
 // Parquet (zstd) and commits. Reported: trajectories/s from the first
 // publish until every offset is committed, MB/s of Arrow payload, and the
-// process's peak heap.
+// process's peak heap, its growth during the run, and CPU time per
+// trajectory (the machine-independent capacity: 2 cores / cpu-ms).
 //
 //	go test -run '^$' -bench EndToEnd -benchtime 2000x ./consumers/archiver
 //
@@ -29,6 +31,14 @@ import (
 func BenchmarkEndToEnd(b *testing.B) {
 	b.Run("streaming", func(b *testing.B) { benchEndToEnd(b, false) })
 	b.Run("archive-only", func(b *testing.B) { benchEndToEnd(b, true) })
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func benchEndToEnd(b *testing.B, prepublish bool) {
@@ -60,6 +70,9 @@ func benchEndToEnd(b *testing.B, prepublish bool) {
 	cfg.Roll.MaxAge = time.Second
 	cfg.CommitInterval = 100 * time.Millisecond
 
+	runtime.GC()
+	var base runtime.MemStats
+	runtime.ReadMemStats(&base)
 	var peakHeap atomic.Uint64
 	stopSample := make(chan struct{})
 	go func() {
@@ -79,9 +92,10 @@ func benchEndToEnd(b *testing.B, prepublish bool) {
 	defer close(stopSample)
 
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	start := time.Now()
 	am := archiver.NewMetrics(nil)
-	a, err := archiver.OpenKafka(ctx, cfg, e.kc, archiver.Deps{Metrics: am}, nil)
+	a, err := archiver.OpenKafka(ctx, cfg, e.kc, archiver.Deps{Metrics: am, Log: testLog}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -98,6 +112,7 @@ func benchEndToEnd(b *testing.B, prepublish bool) {
 	}
 	waitCommitted(b, ctx, e, cfg.Group)
 	elapsed := time.Since(start)
+	cpu := cpuTime() - cpu0
 	b.StopTimer()
 	stop()
 	if err := <-done; err != nil {
@@ -111,6 +126,11 @@ func benchEndToEnd(b *testing.B, prepublish bool) {
 	b.ReportMetric(float64(a.Summary.FileBytes)/float64(b.N), "parquetB/traj")
 	b.ReportMetric(float64(bytesOut.Load())/float64(b.N), "arrowB/traj")
 	b.ReportMetric(float64(peakHeap.Load())/(1<<20), "peakHeapMB")
+	b.ReportMetric(float64(peakHeap.Load()-min(peakHeap.Load(), base.HeapInuse))/(1<<20), "heapGrowthMB")
+	// CPU seconds of the whole process (producer, broker, archiver) per
+	// trajectory: 2/cpu is the rate two dedicated cores would sustain,
+	// whatever else shares the machine while the benchmark runs.
+	b.ReportMetric(cpu.Seconds()*1000/float64(b.N), "cpu-ms/traj")
 	var fin dto.Metric
 	if err := am.FinalizeLatency.Write(&fin); err == nil {
 		b.ReportMetric(fin.GetHistogram().GetSampleSum(), "finalize-s")

@@ -262,7 +262,7 @@ func TestOversizeMessageIsDeadLettered(t *testing.T) {
 	publish(t, ctx, e, []*schemas.Trajectory{big})
 	publish(t, ctx, e, trajs[10:])
 	cfg := testConfig(filepath.Join(t.TempDir(), "ds"))
-	a, err := archiver.OpenKafka(ctx, cfg, e.kc, archiver.Deps{NewSink: newTestSink, MaxMessageBytes: 64 << 10}, nil)
+	a, err := archiver.OpenKafka(ctx, cfg, e.kc, archiver.Deps{NewSink: newTestSink, MaxMessageBytes: 64 << 10, Log: testLog}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

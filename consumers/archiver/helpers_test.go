@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -103,7 +104,7 @@ func testConfig(dir string) archiver.Config {
 func openArchiver(t testing.TB, ctx context.Context, e *env, cfg archiver.Config, fsys archiver.FS, reg prometheus.Registerer) (*archiver.Archiver, error) {
 	t.Helper()
 	km := tkafka.NewMetrics(reg)
-	return archiver.OpenKafka(ctx, cfg, e.kc, archiver.Deps{FS: fsys, NewSink: newTestSink, Metrics: archiver.NewMetrics(reg)}, km)
+	return archiver.OpenKafka(ctx, cfg, e.kc, archiver.Deps{FS: fsys, NewSink: newTestSink, Metrics: archiver.NewMetrics(reg), Log: testLog}, km)
 }
 
 // smallTrajectories returns n valid synthetic trajectories spread over domains.
@@ -264,3 +265,6 @@ func mustEnv(t testing.TB, key string) string {
 }
 
 var _ = fmt.Sprint
+
+// testLog shows warnings and errors only, keeping test output readable.
+var testLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

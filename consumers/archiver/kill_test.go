@@ -50,7 +50,7 @@ func childMain() int {
 	}
 	cfg := testConfig(os.Getenv(envDir))
 	cfg.Roll.MaxBytes = 16 << 10
-	a, err := archiver.OpenKafka(ctx, cfg, kc, archiver.Deps{NewSink: newTestSink}, nil)
+	a, err := archiver.OpenKafka(ctx, cfg, kc, archiver.Deps{NewSink: newTestSink, Log: testLog}, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child open:", err)
 		return 1

@@ -24,7 +24,7 @@ func TestArchiveWithSchemasParquet(t *testing.T) {
 	publish(t, ctx, e, trajs)
 	cfg := testConfig(filepath.Join(t.TempDir(), "ds"))
 	cfg.Parquet.RowGroupRows = 16
-	a, err := archiver.OpenKafka(ctx, cfg, e.kc, archiver.Deps{}, nil)
+	a, err := archiver.OpenKafka(ctx, cfg, e.kc, archiver.Deps{Log: testLog}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

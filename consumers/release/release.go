@@ -84,7 +84,13 @@ func (c *Config) dates() (from, to time.Time, err error) {
 		}
 		t, err := time.Parse("2006-01-02", s)
 		if err != nil {
-			return time.Time{}, fmt.Errorf("release: %s %q: want YYYY-MM-DD", name, s)
+			// YAML reads an unquoted 2026-11-01 given as key=value as a
+			// timestamp, which reaches us as RFC 3339 midnight.
+			ts, err2 := time.Parse(time.RFC3339, s)
+			if err2 != nil || !ts.Equal(ts.Truncate(24*time.Hour)) {
+				return time.Time{}, fmt.Errorf("release: %s %q: want YYYY-MM-DD", name, s)
+			}
+			t = ts.UTC()
 		}
 		return t, nil
 	}
@@ -179,7 +185,7 @@ func Cut(ctx context.Context, cfg Config, log *slog.Logger) (*Manifest, error) {
 	}
 	m := &Manifest{
 		Name: cfg.Name, Description: cfg.Description, Created: time.Now().UTC(), SchemaVersion: schemas.SchemaVersion,
-		Source: cfg.Source, Filters: Selection{Filter: cfg.Filter, DateFrom: cfg.DateFrom, DateTo: cfg.DateTo},
+		Source: cfg.Source, Filters: Selection{Filter: cfg.Filter, DateFrom: dateString(from), DateTo: dateString(to)},
 	}
 	seen := map[string]struct{}{}
 	parts := map[string]*PartitionManifest{}
@@ -251,6 +257,13 @@ func Cut(ctx context.Context, cfg Config, log *slog.Logger) (*Manifest, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+func dateString(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.Format("2006-01-02")
 }
 
 func contains(xs []string, x string) bool {
@@ -434,6 +447,12 @@ func ReadManifest(dir string) (*Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("release: %w", err)
 	}
+	return ParseManifest(b)
+}
+
+// ParseManifest parses and checks manifest.json bytes: a known schema
+// major, file paths that stay inside the release, and counts that add up.
+func ParseManifest(b []byte) (*Manifest, error) {
 	var m Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("release: manifest.json: %w", err)
@@ -441,15 +460,41 @@ func ReadManifest(dir string) (*Manifest, error) {
 	if _, err := schemas.CheckVersion(m.SchemaVersion, "release manifest"); err != nil {
 		return nil, err
 	}
+	var rows int64
+	for _, f := range m.Files {
+		if err := safeRelPath(f.Path); err != nil {
+			return nil, err
+		}
+		if f.Rows < 0 || f.Bytes < 0 || len(f.SHA256) != 64 {
+			return nil, fmt.Errorf("release: manifest file %q: bad rows, bytes or sha256", f.Path)
+		}
+		rows += f.Rows
+	}
+	if rows != m.Rows {
+		return nil, fmt.Errorf("release: manifest rows %d, files hold %d", m.Rows, rows)
+	}
 	return &m, nil
+}
+
+// safeRelPath accepts only relative slash paths without "." or ".." parts.
+func safeRelPath(p string) error {
+	if p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, "\\") {
+		return fmt.Errorf("release: manifest path %q is not relative", p)
+	}
+	for _, part := range strings.Split(p, "/") {
+		if part == "" || part == "." || part == ".." {
+			return fmt.Errorf("release: manifest path %q escapes the release", p)
+		}
+	}
+	return nil
 }
 
 // Verify checks every file of the release against the manifest.
 func Verify(dir string, m *Manifest) error {
 	var errs []error
 	for _, fm := range m.Files {
-		if strings.Contains(fm.Path, "..") {
-			errs = append(errs, fmt.Errorf("release: manifest path %q escapes the release", fm.Path))
+		if err := safeRelPath(fm.Path); err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		f, err := os.Open(filepath.Join(dir, filepath.FromSlash(fm.Path)))

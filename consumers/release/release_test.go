@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -144,7 +145,7 @@ func TestCutFilters(t *testing.T) {
 	cfg.Source, cfg.Out = src, filepath.Join(t.TempDir(), "rel")
 	one := 1.0
 	cfg.Filter = dataset.Filter{Domains: []string{"airline", "retail"}, Splits: []string{"train"}, MinPolicyVersion: &lo, MaxPolicyVersion: &hi, MinReward: &one}
-	cfg.DateFrom, cfg.DateTo = "2026-11-20", "2026-11-20"
+	cfg.DateFrom, cfg.DateTo = "2026-11-20T00:00:00Z", "2026-11-20" // as YAML overrides deliver it, and as typed
 	m, err := Cut(context.Background(), cfg, quiet)
 	if err != nil {
 		t.Fatal(err)
@@ -246,3 +247,40 @@ func toCols(ds []columnDoc) []coldoc.Column {
 }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func TestParseManifestRejects(t *testing.T) {
+	good := `{"schema_version":"1.0","rows":2,"files":[{"path":"domain=a/date=2026-01-01/part-1.parquet","rows":2,"bytes":10,"sha256":"` + strings.Repeat("a", 64) + `"}]}`
+	if _, err := ParseManifest([]byte(good)); err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]string{
+		"not json":      `{`,
+		"major 2":       strings.Replace(good, `"1.0"`, `"2.0"`, 1),
+		"escape":        strings.Replace(good, "domain=a", "..", 1),
+		"absolute":      strings.Replace(good, `"domain=a`, `"/etc`, 1),
+		"row mismatch":  strings.Replace(good, `"rows":2,"files"`, `"rows":3,"files"`, 1),
+		"short sha":     strings.Replace(good, strings.Repeat("a", 64), "abc", 1),
+		"missing files": `{"schema_version":"1.0","rows":1}`,
+	} {
+		if _, err := ParseManifest([]byte(s)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func FuzzParseManifest(f *testing.F) {
+	f.Add([]byte(`{"schema_version":"1.0","rows":2,"files":[{"path":"domain=a/date=2026-01-01/part-1.parquet","rows":2,"bytes":10,"sha256":"` + strings.Repeat("a", 64) + `"}]}`))
+	f.Add([]byte(`{"schema_version":"1.0","rows":0}`))
+	f.Add([]byte(`{"schema_version":"1.0","rows":1,"files":[{"path":"a/../../b","rows":1,"sha256":"` + strings.Repeat("0", 64) + `"}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := ParseManifest(b)
+		if err != nil {
+			return
+		}
+		for _, fm := range m.Files {
+			if strings.HasPrefix(fm.Path, "/") || slices.Contains(strings.Split(fm.Path, "/"), "..") {
+				t.Fatalf("accepted unsafe path %q", fm.Path)
+			}
+		}
+	})
+}

@@ -100,6 +100,22 @@ func (b *Binaries) Build(names ...string) error {
 // Path is the built binary's path.
 func (b *Binaries) Path(name string) string { return filepath.Join(b.Dir, name) }
 
+// Spec says how to run one binary: the same Spec starts it again after a stop.
+type Spec struct {
+	// Name labels the process in messages and names its log, Dir/Name.log.
+	Name string
+	// Bin is the executable; Args its arguments (without --metrics-addr).
+	Bin  string
+	Args []string
+	// Env is added to the test's environment.
+	Env []string
+	// Dir is the working directory and where the log goes.
+	Dir string
+	// MetricsAddr is where /metrics and /healthz are served; empty picks a
+	// free loopback port on the first start and keeps it for restarts.
+	MetricsAddr string
+}
+
 // Proc is one running binary. Its stdout and stderr go to a log file, which
 // error messages quote.
 type Proc struct {
@@ -113,27 +129,33 @@ type Proc struct {
 	err  error
 }
 
-// Start launches bin with args, serving metrics on a free loopback port, and
-// appends its output to dir/name.log (a restarted process keeps one log).
-func Start(dir, name, bin string, args ...string) (*Proc, error) {
-	addr, err := FreeAddr()
-	if err != nil {
-		return nil, err
+// Start launches s.Bin with s.Args, serving metrics on s.MetricsAddr (chosen
+// now if empty), and appends its output to s.Dir/s.Name.log, so a restarted
+// process keeps one log.
+func Start(s *Spec) (*Proc, error) {
+	if s.MetricsAddr == "" {
+		addr, err := FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		s.MetricsAddr = addr
 	}
-	logPath := filepath.Join(dir, name+".log")
+	logPath := filepath.Join(s.Dir, s.Name+".log")
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("deploytest: %s log: %w", name, err)
+		return nil, fmt.Errorf("deploytest: %s log: %w", s.Name, err)
 	}
-	fmt.Fprintf(f, "=== start %s %s\n", bin, strings.Join(args, " "))
-	cmd := exec.Command(bin, append(args, "--metrics-addr", addr)...)
+	fmt.Fprintf(f, "=== start %s %s\n", s.Bin, strings.Join(s.Args, " "))
+	cmd := exec.Command(s.Bin, append(append([]string{}, s.Args...), "--metrics-addr", s.MetricsAddr)...)
+	cmd.Dir = s.Dir
+	cmd.Env = append(os.Environ(), s.Env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("deploytest: start %s: %w", name, err)
+		return nil, fmt.Errorf("deploytest: start %s: %w", s.Name, err)
 	}
-	p := &Proc{Name: name, LogPath: logPath, MetricsAddr: addr, cmd: cmd, done: make(chan struct{})}
+	p := &Proc{Name: s.Name, LogPath: logPath, MetricsAddr: s.MetricsAddr, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		fmt.Fprintf(f, "=== exit %v\n", p.err)
@@ -291,4 +313,65 @@ func MetricSum(text, name string) (float64, bool, error) {
 		}
 	}
 	return sum, true, nil
+}
+
+// Metric scrapes the process and returns MetricSum of one family (0 when the
+// family has no series yet).
+func (p *Proc) Metric(name string) (float64, error) {
+	text, err := p.Metrics()
+	if err != nil {
+		return 0, err
+	}
+	v, _, err := MetricSum(text, name)
+	return v, err
+}
+
+// MetricWhere scrapes the process and sums the series of one family whose
+// label has the given value.
+func (p *Proc) MetricWhere(name, label, value string) (float64, error) {
+	text, err := p.Metrics()
+	if err != nil {
+		return 0, err
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		return 0, fmt.Errorf("deploytest: parse metrics: %w", err)
+	}
+	sum := 0.0
+	f, ok := fams[name]
+	if !ok {
+		return 0, nil
+	}
+	for _, m := range f.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == label && l.GetValue() == value {
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
+			}
+		}
+	}
+	return sum, nil
+}
+
+// WaitFor polls cond every 100ms until it holds, fails, or timeout passes;
+// what names the condition in the error.
+func WaitFor(timeout time.Duration, what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		ok, err := cond()
+		if ok && err == nil {
+			return nil
+		}
+		if err != nil {
+			last = err
+		}
+		if time.Now().After(deadline) {
+			if last != nil {
+				return fmt.Errorf("deploytest: %s: not reached after %s (last error: %w)", what, timeout, last)
+			}
+			return fmt.Errorf("deploytest: %s: not reached after %s", what, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -42,6 +42,9 @@ type Backend struct {
 	haveForward bool // Backward may run
 	held        int64
 	closed      bool
+	// stateErr is set when LoadOptimizerState failed half-way through replacing the state; Step
+	// and SaveOptimizerState refuse to run on such a state until a load succeeds.
+	stateErr error
 }
 
 // layerOffsets are the element offsets of one layer's tensors; qkv points at q_proj, which k_proj
@@ -278,6 +281,9 @@ func (b *Backend) Step(opt gpu.Optimizer) (float64, error) {
 	}
 	if err := opt.Validate(); err != nil {
 		return 0, err
+	}
+	if b.stateErr != nil {
+		return 0, fmt.Errorf("cuda: step: %w", b.stateErr)
 	}
 	var ss C.double
 	if err := statusErr(C.t2_sumsq(&ss, f32p(b.partial), f32p(b.grad), csz(b.total))); err != nil {

@@ -281,3 +281,52 @@ func BenchmarkTreePacked(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAttention times the tree-attention kernels alone (forward; backward including the
+// rowsum(dO∘O) pass) for the Qwen3-1.7B attention shape (16 query heads, 8 KV heads, head_dim 128),
+// FA2 against the WMMA kernels, on 16k tokens of 4096-token chains and on a τ²-shaped prefix tree.
+// TFLOP/s counts 4·d per visible (query, key) pair and head forward, 10·d backward (the dQ pass's
+// recomputation of S and dP is not counted).
+func BenchmarkAttention(b *testing.B) {
+	info, err := Device(0)
+	if err != nil {
+		b.Skip(err)
+	}
+	cfg := gpu.Qwen3_1_7B()
+	nh, nkv, d := cfg.NumAttentionHeads, cfg.NumKeyValueHeads, cfg.HeadDim
+	rng := rand.New(rand.NewPCG(4, 4))
+	for _, tc := range []struct {
+		name string
+		mb   *gpu.MicroBatch
+	}{
+		{"1.7B/chains16k", chains(rng, 100, 4, 4096)},
+		{"1.7B/tree-G16-prompt5000-unique1200", buildTree(tau2Group(rng, 1000, 16, 5000, 200, 1200)).mb},
+	} {
+		in := newAttnProblem(rng, tc.mb, nh, nkv, d)
+		var pairs float64
+		for _, p := range tc.mb.Positions {
+			pairs += float64(p) + 1
+		}
+		for _, impl := range []string{AttentionFA2, AttentionWMMA} {
+			b.Run(tc.name+"/"+impl, func(b *testing.B) {
+				var res *attnOutputs
+				for range b.N {
+					if res, err = runAttention(in, impl, 9); err != nil {
+						b.Fatal(err)
+					}
+				}
+				fwdTF := 4 * float64(d*nh) * pairs / (res.fwdMS * 1e-3) / 1e12
+				bwdTF := 10 * float64(d*nh) * pairs / (res.bwdMS * 1e-3) / 1e12
+				b.ReportMetric(res.fwdMS, "fwd-ms")
+				b.ReportMetric(res.bwdMS, "bwd-ms")
+				b.ReportMetric(fwdTF, "fwd-TFLOP/s")
+				b.ReportMetric(bwdTF, "bwd-TFLOP/s")
+				saveRecord(b, benchRecord{
+					Name: "go/attention/" + tc.name + "/" + impl, Device: info.Name, Tokens: tc.mb.Len(),
+					StepMS: res.fwdMS + res.bwdMS,
+					Note:   fmt.Sprintf("fwd %.3f ms (%.0f TFLOP/s), bwd %.3f ms (%.0f TFLOP/s)", res.fwdMS, fwdTF, res.bwdMS, bwdTF),
+				})
+			})
+		}
+	}
+}

@@ -13,7 +13,8 @@
 //	context.cu     device, memory, copies, cuBLAS handle, events
 //	matmul.cu      linear layer GEMMs: bf16 operands, fp32 accumulation, fp32 weight gradients
 //	norm.cu        RMSNorm (+ residual) and per-head q/k RMSNorm + rotate-half RoPE, fwd/bwd
-//	attention.cu   flash-style tree attention (mask j ≤ i ≤ SubtreeEnd[j]), fwd/bwd, tensor cores
+//	attention.cu   tree attention entry points (mask j ≤ i ≤ SubtreeEnd[j]) and the first, WMMA kernels
+//	attention_fa2.cu  the default FlashAttention-2-style kernels: mma.sync, tiles in registers, cp.async
 //	elementwise.cu embedding, SwiGLU, residual add, conversions
 //	logprob.cu     chunked log-softmax gather + entropy over the vocabulary, and its backward
 //	adamw.cu       global gradient norm, clipping, AdamW on fp32 masters with bf16 copies

@@ -41,7 +41,7 @@ type activations struct {
 	logits           dptr // bf16 [chunk, V]
 	chunk            int
 
-	tokens, positions, parent, send, blockmax, childOff, childIdx dptr // int32
+	tokens, positions, parent, send, blockmax, childOff, childIdx dptr // int32; blockmax holds per-64-key max then min of send
 	logp, ent, rowLse, rowEnt, dlogp                              dptr // fp32 [cap]
 }
 
@@ -108,7 +108,7 @@ func (b *Backend) ensure(n int) error {
 	a.datt, a.dq, a.dk, a.dqkv, a.di = bf(QD), bf(QD), bf(KVD), bf(QKV), f32(nh)
 	a.logits = get(2 * a.chunk * V)
 	a.tokens, a.positions, a.parent, a.send = f32(1), f32(1), f32(1), f32(1)
-	a.blockmax, a.childOff, a.childIdx = get(4*(capN/64+1)), get(4*(capN+1)), f32(1)
+	a.blockmax, a.childOff, a.childIdx = get(4*2*(capN/64+1)), get(4*(capN+1)), f32(1)
 	a.logp, a.ent, a.rowLse, a.rowEnt, a.dlogp = f32(1), f32(1), f32(1), f32(1), f32(1)
 	if err != nil {
 		_ = a.free()
@@ -163,6 +163,14 @@ func (b *Backend) uploadBatch(mb *gpu.MicroBatch) error {
 	}
 	b.n = n
 	return nil
+}
+
+// attImpl is the t2_attention_* kernel selector for b.opt.Attention (validated in New).
+func (b *Backend) attImpl() C.int {
+	if b.opt.Attention == AttentionWMMA {
+		return C.T2_ATT_WMMA
+	}
+	return C.T2_ATT_FA2
 }
 
 func (b *Backend) forward(mb *gpu.MicroBatch, keep bool) (logp, entropy []float32, err error) {
@@ -242,7 +250,7 @@ func (b *Backend) layerForward(s *seq, l int, la *layerActs, xin, xout dptr) {
 	})
 	s.do(at("attention"), func() C.t2_status {
 		return C.t2_attention_fwd(la.att, f32p(la.lse), la.qr, la.kr, off(la.qkv, QD+KVD, 2), ci(QD), ci(KVD), ci(QKV),
-			i32p(a.send), i32p(a.blockmax), ci(n), ci(nh), ci(nkv), ci(d))
+			i32p(a.send), i32p(a.blockmax), ci(n), ci(nh), ci(nkv), ci(d), b.attImpl())
 	})
 	s.do(at("o_proj"), func() C.t2_status {
 		return C.t2_linear_fwd(b.ctx, a.a, la.att, b.pw(w.o), ci(n), ci(QD), ci(H))
@@ -347,7 +355,7 @@ func (b *Backend) layerBackward(s *seq, l int, la *layerActs, xin dptr) {
 	s.do(at("attention"), func() C.t2_status {
 		return C.t2_attention_bwd(a.dq, a.dk, ci(KVD), off(a.dqkv, QD+KVD, 2), ci(QKV), f32p(a.di), a.datt, la.att,
 			f32p(la.lse), la.qr, la.kr, off(la.qkv, QD+KVD, 2), ci(QD), ci(KVD), ci(QKV), i32p(a.send),
-			i32p(a.blockmax), ci(n), ci(nh), ci(nkv), ci(d))
+			i32p(a.blockmax), ci(n), ci(nh), ci(nkv), ci(d), b.attImpl())
 	})
 	s.do(at("q/k norm + rope"), func() C.t2_status {
 		return C.t2_qknorm_rope_bwd(a.dqkv, b.gw(w.qn), b.gw(w.kn), a.dq, a.dk, la.qkv, f32p(la.rstdq),

@@ -14,11 +14,23 @@ type Options struct {
 	// LogitChunk is the number of token rows whose bf16 logits (vocab_size wide) exist at once in the
 	// log-prob computation; default 4096 (1.2 GB for Qwen3's 151,936-token vocabulary).
 	LogitChunk int `yaml:"logit_chunk"`
+	// Attention picks the tree-attention kernels: "fa2" (FlashAttention-2 style: mma.sync with the
+	// score and accumulator tiles in registers, cp.async double buffering; the default) or "wmma"
+	// (the first kernels, WMMA with every tile staged through shared memory; slower, kept as a
+	// cross-check and fallback). Both compute the same function. Empty means "fa2".
+	Attention string `yaml:"attention"`
 }
 
-// DefaultOptions returns device 0, no recomputation, 4096-row logit chunks.
+// The values of Options.Attention.
+const (
+	AttentionFA2  = "fa2"
+	AttentionWMMA = "wmma"
+)
+
+// DefaultOptions returns device 0, no recomputation, 4096-row logit chunks, the FA2 attention
+// kernels.
 func DefaultOptions() Options {
-	return Options{Device: 0, Recompute: false, LogitChunk: 4096}
+	return Options{Device: 0, Recompute: false, LogitChunk: 4096, Attention: AttentionFA2}
 }
 
 // Validate reports options the backend cannot run with.
@@ -28,6 +40,9 @@ func (o Options) Validate() error {
 	}
 	if o.LogitChunk <= 0 {
 		return fmt.Errorf("cuda: options logit_chunk %d must be > 0", o.LogitChunk)
+	}
+	if o.Attention != "" && o.Attention != AttentionFA2 && o.Attention != AttentionWMMA {
+		return fmt.Errorf("cuda: options attention %q: want %q or %q", o.Attention, AttentionFA2, AttentionWMMA)
 	}
 	return nil
 }

@@ -76,7 +76,9 @@ func (u *recUser) Respond(ctx context.Context, in []schemas.Message) (episode.Us
 
 type replayUsers struct{ turns []episode.UserTurn }
 
-func (f *replayUsers) NewUser(episode.UserSpec) (episode.User, error) { return &replayUser{turns: f.turns}, nil }
+func (f *replayUsers) NewUser(episode.UserSpec) (episode.User, error) {
+	return &replayUser{turns: f.turns}, nil
+}
 
 type replayUser struct {
 	turns []episode.UserTurn

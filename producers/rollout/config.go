@@ -98,7 +98,7 @@ func DefaultRunnerConfig() RunnerConfig {
 		Policy: PolicyConfig{
 			Mode: ModeToken, Name: "policy", Backend: llm.BackendSGLang,
 			Endpoints: []Endpoint{{EndpointConfig: withURL(llm.DefaultEndpointConfig(), "http://127.0.0.1:30000")}},
-			History: string(chattemplate.ModeIncremental), EngineMaxTokens: 16384, MaxNewTokens: 8192,
+			History:   string(chattemplate.ModeIncremental), EngineMaxTokens: 16384, MaxNewTokens: 8192,
 			Chat: llm.DefaultChatConfig(),
 		},
 		UserEndpoint: ue,

@@ -118,16 +118,29 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.Trajectories, m.Bytes, m.Tokens, m.Errors, m.Publish} {
-			if err := reg.Register(c); err != nil {
-				var are prometheus.AlreadyRegisteredError
-				if !errors.As(err, &are) {
-					panic(err)
-				}
-			}
-		}
+		m.Trajectories = register(reg, m.Trajectories)
+		m.Bytes = register(reg, m.Bytes)
+		m.Tokens = register(reg, m.Tokens)
+		m.Errors = register(reg, m.Errors)
+		m.Publish = register(reg, m.Publish)
 	}
 	return m
+}
+
+// register registers c or returns the identical collector already there, so
+// several runs in one process share their series. A clash with a different
+// collector is a programming error and panics at start-up, as MustRegister.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic(err)
+	}
+	return c
 }
 
 // Stats summarises a run.

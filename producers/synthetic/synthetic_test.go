@@ -193,3 +193,17 @@ func TestRunThroughKafka(t *testing.T) {
 		t.Fatalf("topic holds %d messages, want 40", n)
 	}
 }
+
+func TestMetricsShareSeriesAcrossRuns(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	cfg := smallConfig()
+	cfg.Total = 3
+	for i := 0; i < 2; i++ {
+		if _, err := synthetic.Run(context.Background(), cfg, &memPublisher{}, reg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := counterValue(t, reg, "tau2_synthetic_trajectories_total"); got != 6 {
+		t.Fatalf("two runs of 3 counted %v", got)
+	}
+}

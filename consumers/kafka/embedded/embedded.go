@@ -11,6 +11,15 @@
 // topic creation (with the configured partition count), and an optional data
 // directory so that the log and the committed group offsets survive a
 // restart on the same directory.
+//
+// Known kfake limitation (pinned version): a consumer killed while its
+// JoinGroup request is waiting for the rebalance stays in the group as a
+// ghost member that keeps its partitions — the broker arms no session timer
+// when the join response cannot be delivered, and the leader's SyncGroup
+// clears the pending-sync timeout that would otherwise remove it. Its
+// partitions are then not consumed until the broker restarts. Consumers
+// killed at any other time are expired normally after their session
+// timeout. Real Kafka does not have this problem.
 package embedded
 
 import (

@@ -14,13 +14,18 @@
  * Each of the 4 warps of a block owns 16 query rows of the tile (forward, dQ) or 16 key rows (dK/dV),
  * so most steps need only __syncwarp; shared K/V/Q tiles are guarded by __syncthreads.
  *
+ * These are the first kernels (T2_ATT_WMMA); attention_fa2.cu holds the FlashAttention-2-style ones
+ * (T2_ATT_FA2, the default), which the public entry points below dispatch to.
+ *
  * Backward is split in two deterministic kernels (no atomics): one per key block accumulating dK, dV
  * over the query blocks that can see it (and over the query heads of its GQA group), one per query
  * block accumulating dQ over visible key blocks, both recomputing P from the saved lse.
  * defines: t2_tree_blockmax, t2_attention_fwd, t2_attention_bwd
  */
 #include "common.cuh"
+#include "attention_impl.h"
 #include <mma.h>
+#include <stdint.h>
 #include <math.h>
 
 using namespace nvcuda;
@@ -82,12 +87,17 @@ __global__ void blockmax_kernel(int32_t *blockmax, const int32_t *subtree_end, i
     int b = blockIdx.x * blockDim.x + threadIdx.x;
     int nb = (n + ATT_B - 1) / ATT_B;
     if (b >= nb) return;
-    int m = -1;
-    for (int j = b * ATT_B; j < min(n, (b + 1) * ATT_B); ++j) m = max(m, subtree_end[j]);
-    blockmax[b] = m;
+    int mx = -1, mn = INT32_MAX;
+    for (int j = b * ATT_B; j < min(n, (b + 1) * ATT_B); ++j) {
+        mx = max(mx, subtree_end[j]);
+        mn = min(mn, subtree_end[j]);
+    }
+    blockmax[b] = mx;
+    blockmax[nb + b] = mn;
 }
 
 extern "C" t2_status t2_tree_blockmax(int32_t *blockmax, const int32_t *subtree_end, int n) {
+    T2_REQUIRE(n > 0, "t2_tree_blockmax(n)");
     int nb = ceil_div(n, ATT_B);
     blockmax_kernel<<<ceil_div(nb, 128), 128>>>(blockmax, subtree_end, n);
     T2_LAUNCHED("blockmax_kernel");
@@ -228,9 +238,13 @@ static int strides_ok(int d, int a, int b, int c) { return d % 8 == 0 && a % 8 =
 
 extern "C" t2_status t2_attention_fwd(void *out, float *lse, const void *q, const void *k, const void *v, int q_stride,
                                       int k_stride, int v_stride, const int32_t *subtree_end,
-                                      const int32_t *blockmax, int n, int nh, int nkv, int d) {
+                                      const int32_t *blockmax, int n, int nh, int nkv, int d, int impl) {
     T2_REQUIRE(n > 0 && nh > 0 && nkv > 0 && nh % nkv == 0, "t2_attention_fwd(shape)");
     T2_REQUIRE(strides_ok(d, q_stride, k_stride, v_stride), "t2_attention_fwd(strides multiple of 8)");
+    T2_REQUIRE(impl == T2_ATT_FA2 || impl == T2_ATT_WMMA, "t2_attention_fwd(impl)");
+    if (impl == T2_ATT_FA2)
+        return t2_attention_fwd_fa2(out, lse, q, k, v, q_stride, k_stride, v_stride, subtree_end, blockmax, n, nh,
+                                    nkv, d);
     switch (d) {
     case 64: return attention_fwd_d<64>(out, lse, q, k, v, q_stride, k_stride, v_stride, subtree_end, blockmax, n, nh, nkv);
     case 128: return attention_fwd_d<128>(out, lse, q, k, v, q_stride, k_stride, v_stride, subtree_end, blockmax, n, nh, nkv);
@@ -473,13 +487,18 @@ extern "C" t2_status t2_attention_bwd(void *dq, void *dk, int dk_stride, void *d
                                       const void *dout, const void *out, const float *lse, const void *q,
                                       const void *k, const void *v, int q_stride, int k_stride, int v_stride,
                                       const int32_t *subtree_end, const int32_t *blockmax, int n, int nh, int nkv,
-                                      int d) {
+                                      int d, int impl) {
     T2_REQUIRE(n > 0 && nh > 0 && nkv > 0 && nh % nkv == 0, "t2_attention_bwd(shape)");
     T2_REQUIRE(strides_ok(d, q_stride, k_stride, v_stride), "t2_attention_bwd(strides multiple of 8)");
+    T2_REQUIRE(impl == T2_ATT_FA2 || impl == T2_ATT_WMMA, "t2_attention_bwd(impl)");
+    T2_REQUIRE(d == 64 || d == 128, "t2_attention_bwd(head_dim 64 or 128)");
     long warps = (long)n * nh;
     attention_bwd_dot_kernel<<<(int)((warps * 32 + 255) / 256), 256>>>(scratch_d, (const bf16 *)dout,
                                                                          (const bf16 *)out, n, nh, d);
     T2_LAUNCHED("attention_bwd_dot_kernel");
+    if (impl == T2_ATT_FA2)
+        return t2_attention_bwd_fa2(dq, dk, dk_stride, dv, dv_stride, scratch_d, dout, lse, q, k, v, q_stride,
+                                    k_stride, v_stride, subtree_end, blockmax, n, nh, nkv, d);
     switch (d) {
     case 64:
         return attention_bwd_d<64>(dq, dk, dk_stride, dv, dv_stride, scratch_d, dout, lse, q, k, v, q_stride,

@@ -489,7 +489,7 @@ __global__ void __launch_bounds__(NW * 32, 1) fa2_bwd_dkdv_kernel(bf16 *dk, int 
     }
     if (lane == 0) sWmax[warp] = wmax;
     int last = -1; /* the last query any key of the block is visible to */
-    for (int b = k0 / BN; b < min(ceil_div_dev(n, BN), (k0 + BK) / BN); ++b) last = max(last, bmax[b]);
+    for (int b = k0 / BN; b < min((n + BN - 1) / BN, (k0 + BK) / BN); ++b) last = max(last, bmax[b]);
     last = min(last, n - 1);
     __syncthreads(); /* sWmax */
 

@@ -10,7 +10,7 @@
  * Layout conventions (llm.c style, row-major): activations are [N, C] with N tokens; linear weights
  * are Hugging Face's [out, in]; bf16 = __nv_bfloat16 passed as void* so cgo needs no CUDA headers.
  *
- * defines: t2_* in context.cu, matmul.cu, norm.cu, attention.cu, elementwise.cu, logprob.cu, adamw.cu
+ * defines: t2_* in context.cu, matmul.cu, norm.cu, attention.cu (+ attention_fa2.cu), elementwise.cu, logprob.cu, adamw.cu
  */
 #ifndef T2CUDA_H
 #define T2CUDA_H
@@ -76,18 +76,23 @@ t2_status t2_qknorm_rope_bwd(void *dqkv, float *dqw, float *dkw, const void *dq,
 /* ---- attention.cu: flash-style tree attention (mask j ≤ i ≤ subtree_end[j], no N×N matrix) ---- */
 /* q [n, q_stride] (head h at column h·d), k [n, k_stride], v [n, v_stride] (kv head g at g·d);
  * out [n, nh·d] bf16; lse [nh, n] fp32: base-2 log of the softmax denominator of the scores scaled
- * by log2(e)/sqrt(d) (what the backward pass needs). blockmax [ceil(n/64)]: max subtree_end over
- * each 64-key block (t2_tree_blockmax), used to skip key blocks no query of a block can see. */
+ * by log2(e)/sqrt(d) (what the backward pass needs). blockmax [2·ceil(n/64)] (t2_tree_blockmax):
+ * the max subtree_end over each 64-key block, then the min; the max skips key blocks no query of a
+ * tile can see, the min finds tiles every query sees whole (no per-element mask).
+ * impl picks the kernels: T2_ATT_FA2 (mma.sync fragments in registers, the default) or T2_ATT_WMMA
+ * (the first, WMMA through shared memory; kept as a reference and fallback). */
+#define T2_ATT_FA2 0
+#define T2_ATT_WMMA 1
 t2_status t2_tree_blockmax(int32_t *blockmax, const int32_t *subtree_end, int n);
 t2_status t2_attention_fwd(void *out, float *lse, const void *q, const void *k, const void *v, int q_stride,
                            int k_stride, int v_stride, const int32_t *subtree_end, const int32_t *blockmax,
-                           int n, int nh, int nkv, int d);
+                           int n, int nh, int nkv, int d, int impl);
 /* dq [n, nh·d]; dk and dv rows of dk_stride / dv_stride with kv head g at column g·d (bf16,
  * overwritten); scratch_d [nh, n] fp32 receives rowsum(dout∘out). */
 t2_status t2_attention_bwd(void *dq, void *dk, int dk_stride, void *dv, int dv_stride, float *scratch_d,
                            const void *dout, const void *out, const float *lse, const void *q, const void *k,
                            const void *v, int q_stride, int k_stride, int v_stride, const int32_t *subtree_end,
-                           const int32_t *blockmax, int n, int nh, int nkv, int d);
+                           const int32_t *blockmax, int n, int nh, int nkv, int d, int impl);
 
 /* ---- elementwise.cu ---- */
 t2_status t2_embedding_fwd(void *out, const int32_t *tokens, const void *table, int n, int c);

@@ -1,0 +1,143 @@
+package archiver
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestConfigValidate(t *testing.T) {
+	if err := func() error { c := DefaultConfig(); return c.Validate() }(); err != nil {
+		t.Fatalf("default config: %v", err)
+	}
+	cases := map[string]struct {
+		mut  func(*Config)
+		want string
+	}{
+		"no dir":          {func(c *Config) { c.DatasetDir = "" }, "dataset_dir"},
+		"no group":        {func(c *Config) { c.Group = "" }, "group"},
+		"tiny roll":       {func(c *Config) { c.Roll.MaxBytes = 10 }, "roll.max_bytes"},
+		"zero age":        {func(c *Config) { c.Roll.MaxAge = 0 }, "roll.max_age"},
+		"zero open files": {func(c *Config) { c.MaxOpenFiles = 0 }, "max_open_files"},
+		"negative window": {func(c *Config) { c.DedupWindow = -1 }, "dedup_window"},
+		"zero workers":    {func(c *Config) { c.DecodeWorkers = 0 }, "decode_workers"},
+		"lz4 level":       {func(c *Config) { c.Parquet.ZstdLevel = "lz4" }, "zstd_level"},
+	}
+	for name, tc := range cases {
+		c := DefaultConfig()
+		tc.mut(&c)
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want mention of %s", name, err, tc.want)
+		}
+	}
+}
+
+func TestIDSetWindow(t *testing.T) {
+	s := newIDSet(3)
+	for _, id := range []string{"a", "b", "c"} {
+		s.add(keyOf(id))
+	}
+	s.pin(keyOf("p"))
+	s.add(keyOf("d")) // evicts a
+	for id, want := range map[string]bool{"a": false, "b": true, "c": true, "d": true, "p": true, "x": false} {
+		if got := s.has(keyOf(id)); got != want {
+			t.Errorf("has(%s) = %v, want %v", id, got, want)
+		}
+	}
+	for i := 0; i < 10; i++ {
+		s.add(keyOf(strings.Repeat("z", i+1)))
+	}
+	if !s.has(keyOf("p")) {
+		t.Fatal("pinned id evicted")
+	}
+	if s.len() != 4 {
+		t.Fatalf("len = %d, want window 3 + 1 pinned", s.len())
+	}
+	none := newIDSet(0)
+	none.add(keyOf("a"))
+	if none.has(keyOf("a")) {
+		t.Fatal("a zero window remembers ids")
+	}
+}
+
+func TestTrackerCommitsOnlyDurablePrefix(t *testing.T) {
+	tr := newTracker()
+	tp := topicPartition{"t", 0}
+	p0 := tr.add(tp, 10)
+	p1 := tr.add(tp, 11)
+	p2 := tr.add(tp, 12)
+	p0.waiting, p1.waiting, p2.waiting = 1, 0, 1 // 11 is a duplicate, 10 and 12 sit in open files
+	tr.advance()
+	if c := tr.commits(); len(c) != 0 {
+		t.Fatalf("committed past an open file: %v", c)
+	}
+	p0.waiting = 0
+	tr.advance()
+	if c := tr.commits(); c[tp] != 12 {
+		t.Fatalf("commits = %v, want next offset 12", c)
+	}
+	tr.committed(tp, 12)
+	if c := tr.commits(); len(c) != 0 {
+		t.Fatalf("commit repeated: %v", c)
+	}
+	// A redelivered copy of 10 and 11 (done at once) never moves the commit back.
+	tr.add(tp, 10)
+	tr.add(tp, 11)
+	tr.advance()
+	if c := tr.commits(); len(c) != 0 || tr.outstanding() != 3 {
+		t.Fatalf("commits %v outstanding %d", c, tr.outstanding())
+	}
+	p2.waiting = 0
+	tr.advance()
+	if c := tr.commits(); c[tp] != 13 || tr.outstanding() != 0 {
+		t.Fatalf("commits %v outstanding %d, want 13 and 0", c, tr.outstanding())
+	}
+}
+
+func TestParseOffsetsRejects(t *testing.T) {
+	for _, s := range []string{
+		``, `{}`, `[{"topic":"","partition":0,"first":0,"last":0,"messages":1}]`,
+		`[{"topic":"t","partition":-1,"first":0,"last":0,"messages":1}]`,
+		`[{"topic":"t","partition":0,"first":5,"last":4,"messages":1}]`,
+		`[{"topic":"t","partition":0,"first":0,"last":4,"messages":0}]`,
+	} {
+		if _, err := ParseOffsets(s); err == nil {
+			t.Errorf("ParseOffsets(%q) accepted", s)
+		}
+	}
+	r, err := ParseOffsets(`[{"topic":"t","partition":2,"first":3,"last":9,"messages":4}]`)
+	if err != nil || len(r) != 1 || r[0].Last != 9 {
+		t.Fatalf("%v %v", r, err)
+	}
+}
+
+func FuzzParseOffsets(f *testing.F) {
+	f.Add(`[{"topic":"t","partition":2,"first":3,"last":9,"messages":4}]`)
+	f.Add(`[]`)
+	f.Add(`[{"topic":"t","partition":0,"first":-1,"last":0,"messages":1}]`)
+	f.Fuzz(func(t *testing.T, s string) {
+		rs, err := ParseOffsets(s)
+		if err != nil {
+			return
+		}
+		for _, r := range rs {
+			if r.Topic == "" || r.Partition < 0 || r.First < 0 || r.Last < r.First || r.Messages < 1 {
+				t.Fatalf("accepted bad range %+v", r)
+			}
+		}
+	})
+}
+
+func TestFileNames(t *testing.T) {
+	for name, want := range map[string][2]bool{
+		"part-20261121T101010Z-abcd-000001.parquet":      {true, false},
+		".part-20261121T101010Z-abcd-000001.parquet.tmp": {false, true},
+		"part-x.parquet.tmp":                             {false, false},
+		"notes.parquet":                                  {false, false},
+		".archiver.lock":                                 {false, false},
+	} {
+		if IsDataFile(name) != want[0] || isTempFile(name) != want[1] {
+			t.Errorf("%s: data %v temp %v, want %v", name, IsDataFile(name), isTempFile(name), want)
+		}
+	}
+}

@@ -1,0 +1,16 @@
+/*
+ * attention_impl.h: the FlashAttention-2-style kernels of attention_fa2.cu, called by the public
+ * t2_attention_fwd / t2_attention_bwd of attention.cu when impl == T2_ATT_FA2. Same arguments as
+ * those (blockmax holds the per-64-key maxima followed by the minima of subtree_end, see
+ * t2_tree_blockmax); Di is rowsum(dout∘out), already computed by t2_attention_bwd.
+ */
+#pragma once
+#include "t2cuda.h"
+
+t2_status t2_attention_fwd_fa2(void *out, float *lse, const void *q, const void *k, const void *v, int q_stride,
+                               int k_stride, int v_stride, const int32_t *subtree_end, const int32_t *blockmax,
+                               int n, int nh, int nkv, int d);
+t2_status t2_attention_bwd_fa2(void *dq, void *dk, int dk_stride, void *dv, int dv_stride, const float *Di,
+                               const void *dout, const float *lse, const void *q, const void *k, const void *v,
+                               int q_stride, int k_stride, int v_stride, const int32_t *subtree_end,
+                               const int32_t *blockmax, int n, int nh, int nkv, int d);

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# prebuild-test.sh: build the -tags cuda test binary HERE (a machine with Go and any nvcc ≥ 11.8)
+# for a GPU machine that has CUDA but no Go, when carrying a Go toolchain (.gotool, ~35 MB) would
+# push the working tree over the device tool's 64 MiB limit.
+#
+#   bash gpu/cuda/prebuild-test.sh        # from the project root; writes .devbin/
+#
+# The test binary links the kernels dynamically (libt2cuda.so) and nothing of CUDA itself
+# (--as-needed drops cuBLAS/cudart, which only the kernels use), so the stand-in library built
+# here against the local CUDA is swapped at run time for the real one that device-check.sh builds
+# on the GPU machine with its own nvcc (DEVBIN=.devbin bash gpu/cuda/device-check.sh ...).
+set -euo pipefail
+root=$(git rev-parse --show-toplevel)
+cd "$root"
+grep -qx '/.devbin/' .git/info/exclude 2>/dev/null || echo '/.devbin/' >> .git/info/exclude
+mkdir -p .devbin/stub
+cuda=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
+libdir=$cuda/lib64
+[[ -d $libdir ]] || libdir=/usr/lib/x86_64-linux-gnu
+make -f gpu/cuda/gpu.mk -j"$(nproc)" gpu/cuda/build/libt2cuda.a NVCC="$(command -v nvcc)" >/dev/null
+g++ -shared -o .devbin/stub/libt2cuda.so gpu/cuda/build/*.o -L"$libdir" -lcublas -lcudart
+CGO_ENABLED=1 CGO_LDFLAGS="-Wl,--as-needed -L$root/.devbin/stub" \
+  go test -tags cuda -c -ldflags='-s -w' -o .devbin/cuda.test ./gpu/cuda/
+echo "prebuild-test: $(du -h .devbin/cuda.test | cut -f1) .devbin/cuda.test needs:" \
+  $(readelf -d .devbin/cuda.test | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p')
