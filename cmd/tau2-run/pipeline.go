@@ -130,17 +130,17 @@ func (p *pipeline) watch(ctx context.Context, started time.Time) error {
 		pr, _ := scrape(p.producer.metrics)
 		ar, _ := scrape(p.archiver.metrics)
 		tr, _ := scrape(p.trainer.metrics)
-		episodes := pr["tau2_producer_episodes_finished_total"]
-		rewardSum, rewardN := pr["tau2_producer_reward_sum"], pr["tau2_producer_reward_count"]
+		episodes := pr["tau2rl_producer_episodes_finished_total"]
+		rewardSum, rewardN := pr["tau2rl_producer_reward_sum"], pr["tau2rl_producer_reward_count"]
 		mean := 0.0
 		if rewardN > 0 {
 			mean = rewardSum / rewardN
 		}
 		fmt.Printf("[%5.0fs] episodes %4.0f (mean reward %.2f, infra errors %.0f) | archived %4.0f rows in %2.0f files | trainer step %.0f/%d, policy v%.0f, tree ratio %.2f\n",
-			time.Since(started).Seconds(), episodes, mean, pr["tau2_producer_infra_errors_total"],
+			time.Since(started).Seconds(), episodes, mean, pr["tau2rl_producer_infra_errors_total"],
 			ar["tau2_archiver_rows_written_total"], ar["tau2_archiver_files_written_total"],
-			tr["tau2_trainer_steps_total"], p.cfg.Steps, tr["tau2_trainer_policy_version"], tr["tau2_trainer_tree_token_ratio"])
-		if tr["tau2_trainer_steps_total"] >= float64(p.cfg.Steps) {
+			tr["tau2rl_trainer_steps_total"], p.cfg.Steps, tr["tau2rl_trainer_policy_version"], tr["tau2rl_trainer_tree_token_ratio"])
+		if tr["tau2rl_trainer_steps_total"] >= float64(p.cfg.Steps) {
 			return nil
 		}
 	}

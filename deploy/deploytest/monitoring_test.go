@@ -207,7 +207,7 @@ func TestPromQLMetricNames(t *testing.T) {
 	}{
 		{`up{job=~"tau2-(producer|trainer)"} == 0`, []string{"up"}},
 		{`sum by (group, topic) (tau2_kafka_consumer_lag)`, []string{"tau2_kafka_consumer_lag"}},
-		{`histogram_quantile(0.5, sum by (le) (rate(tau2_trainer_step_seconds_bucket[30m])))`, []string{"tau2_trainer_step_seconds_bucket"}},
+		{`histogram_quantile(0.5, sum by (le) (rate(tau2rl_trainer_step_seconds_bucket[30m])))`, []string{"tau2rl_trainer_step_seconds_bucket"}},
 		{`tau2:consumer_lag:sum > 1000 and deriv(tau2:consumer_lag:sum[15m]) > 0`, []string{"tau2:consumer_lag:sum"}},
 		{`6 * $model_params * sum(a_b * c) / ($peak_tflops * 1e12 * ${gpus})`, []string{"a_b", "c"}},
 		{`x{topic="and or unless"} unless on() y offset 5m`, []string{"x", "y"}},
@@ -218,10 +218,10 @@ func TestPromQLMetricNames(t *testing.T) {
 		}
 	}
 	cm := scanCode(t)
-	if !cm.Has("tau2_trainer_step_seconds_bucket") || !cm.Has("tau2_kafka_consumer_lag") {
+	if !cm.Has("tau2rl_trainer_step_seconds_bucket") || !cm.Has("tau2_kafka_consumer_lag") {
 		t.Error("the code scan misses metrics registered by the trainer and the Kafka transport")
 	}
-	if cm.Has("tau2_trainer_no_such_metric") {
+	if cm.Has("tau2rl_trainer_no_such_metric") {
 		t.Error("the code scan accepts a metric nobody registers")
 	}
 }

@@ -404,7 +404,7 @@ func TestTrainerGracefulShutdown(t *testing.T) {
 	trainer := startHealthy(t, trainerSpec)
 
 	err = WaitFor(4*time.Minute, "two training steps", func() (bool, error) {
-		steps, err := trainer.Metric("tau2_trainer_steps_total")
+		steps, err := trainer.Metric("tau2rl_trainer_steps_total")
 		return steps >= 2, err
 	})
 	if err != nil {
@@ -436,14 +436,14 @@ func TestTrainerGracefulShutdown(t *testing.T) {
 	}
 
 	trainer = startHealthy(t, trainerSpec)
-	if v, err := trainer.Metric("tau2_trainer_policy_version"); err != nil || v != float64(first.Version) {
+	if v, err := trainer.Metric("tau2rl_trainer_policy_version"); err != nil || v != float64(first.Version) {
 		t.Errorf("after restart the policy version is %v (%v), want the checkpoint's %d", v, err, first.Version)
 	}
 	if log := readFile(t, filepath.Join(dir, "trainer.log")); !regexp.MustCompile(`msg=resuming .*version=`+strconv.FormatInt(first.Version, 10)+`\b`).MatchString(log) {
 		t.Errorf("the restarted trainer did not log resuming from version %d:\n%s", first.Version, trainer.Tail(10))
 	}
 	err = WaitFor(4*time.Minute, "a step after the restart", func() (bool, error) {
-		steps, err := trainer.Metric("tau2_trainer_steps_total")
+		steps, err := trainer.Metric("tau2rl_trainer_steps_total")
 		return steps >= 1, err
 	})
 	if err != nil {

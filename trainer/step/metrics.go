@@ -4,7 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the trainer's Prometheus metrics (namespace tau2_trainer).
+// Metrics are the trainer's Prometheus metrics (namespace tau2rl_trainer).
 type Metrics struct {
 	Version          prometheus.Gauge
 	Steps            prometheus.Counter
@@ -50,7 +50,7 @@ type Metrics struct {
 
 // NewMetrics creates the metrics and registers them on reg (nil: not registered, for tests).
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	const ns = "tau2_trainer"
+	const ns = "tau2rl_trainer"
 	g := func(name, help string) prometheus.Gauge {
 		return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: name, Help: help})
 	}
