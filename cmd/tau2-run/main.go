@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"tau2rl/cmd/internal/cli"
+	"tau2rl/producers/tau2/data"
 )
 
 const usage = `tau2-run — run the whole tau2rl pipeline locally (what 'make run' does)
@@ -54,6 +55,12 @@ type Config struct {
 	// AgentErrorRate is how often the scripted policy deviates from the gold
 	// actions, so that rewards vary within a group.
 	AgentErrorRate float64 `yaml:"agent_error_rate"`
+	// DataDir is the τ² data directory ("" = TAU2_DATA_DIR, else ../shared/tau2-data
+	// found by walking up from here), passed to every role that reads it.
+	DataDir string `yaml:"data_dir"`
+	// ModelConfig is the Hugging Face config.json of the model the trainer
+	// starts from (random weights): tiny, but with Qwen3's real vocabulary.
+	ModelConfig string `yaml:"model_config"`
 	// Timeout bounds the whole run.
 	Timeout time.Duration `yaml:"timeout"`
 	// Interval is how often progress is printed.
@@ -64,7 +71,8 @@ func defaultConfig() Config {
 	return Config{
 		Bin: "bin", Dir: "run", Domain: "airline", Split: "train", Steps: 3,
 		GroupSize: 4, BatchSize: 2, Concurrency: 32, AgentErrorRate: 0.3,
-		Timeout: 15 * time.Minute, Interval: 2 * time.Second,
+		ModelConfig: "deploy/models/qwen3-tiny/config.json",
+		Timeout:     15 * time.Minute, Interval: 2 * time.Second,
 	}
 }
 
@@ -78,6 +86,14 @@ func main() {
 			if _, err := os.Stat(filepath.Join(cfg.Bin, b)); err != nil {
 				return fmt.Errorf("%s not built in %s (run 'make build'): %w", b, cfg.Bin, err)
 			}
+		}
+		dataDir, err := data.Dir(cfg.DataDir)
+		if err != nil {
+			return fmt.Errorf("τ² data: %w", err)
+		}
+		cfg.DataDir = dataDir
+		if cfg.ModelConfig, err = filepath.Abs(cfg.ModelConfig); err != nil {
+			return err
 		}
 		dir := filepath.Join(cfg.Dir, time.Now().UTC().Format("20060102-150405"))
 		if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -81,17 +81,17 @@ func (p *pipeline) startAll(ctx context.Context) error {
 		{"broker", "tau2-broker", m[0], &p.broker, []string{
 			"addr=" + p.brokerAddr, "data_dir=" + filepath.Join(p.dir, "kafka")}},
 		{"scripted-llm", "tau2-scripted-llm", m[1], &p.llm, []string{
-			"addr=" + p.llmAddr, fmt.Sprintf("agent_error_rate=%g", c.AgentErrorRate), "domain=" + c.Domain}},
+			"addr=" + p.llmAddr, fmt.Sprintf("agent_error_rate=%g", c.AgentErrorRate), "domain=" + c.Domain, "data_dir=" + c.DataDir}},
 		{"archiver", "tau2-archiver", m[2], &p.archiver, []string{
 			brokers, "dataset_dir=" + p.dataset, "roll.max_age=5s"}},
 		{"trainer", "tau2-trainer", m[3], &p.trainer, []string{
 			brokers, "checkpoint.dir=" + p.checkpoints,
 			fmt.Sprintf("batch_size=%d", c.BatchSize), fmt.Sprintf("group.group_size=%d", c.GroupSize),
 			fmt.Sprintf("admission.tasks=[{domain: %s, split: %s}]", c.Domain, c.Split),
-			"model.config=deploy/models/qwen3-tiny/config.json",
+			"model.config=" + c.ModelConfig, "data_dir=" + c.DataDir,
 			"reload.backend=sglang", "reload.endpoints=[http://" + p.llmAddr + "]"}},
 		{"producer", "tau2-producer", m[4], &p.producer, []string{
-			brokers, "mode=tau2", fmt.Sprintf("concurrency=%d", c.Concurrency),
+			brokers, "mode=tau2", fmt.Sprintf("concurrency=%d", c.Concurrency), "data_dir=" + c.DataDir,
 			"policy.endpoints=[http://" + p.llmAddr + "]", "user_llm_base_url=http://" + p.llmAddr + "/v1"}},
 	}
 	for _, s := range steps {

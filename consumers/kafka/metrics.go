@@ -25,7 +25,8 @@ type Metrics struct {
 	// origin topic.
 	DeadLetters *prometheus.CounterVec
 	// Lag is the consumer lag in messages (high watermark minus the next
-	// offset to read), per group, topic and partition.
+	// offset to read), per group, topic and partition, as of the last
+	// message fetched from that partition.
 	Lag *prometheus.GaugeVec
 	// Latency is the duration of a write (one WriteMessages call, i.e. a
 	// batch) or a commit, per topic and op.

@@ -439,7 +439,7 @@ func TestTrainerGracefulShutdown(t *testing.T) {
 	if v, err := trainer.Metric("tau2rl_trainer_policy_version"); err != nil || v != float64(first.Version) {
 		t.Errorf("after restart the policy version is %v (%v), want the checkpoint's %d", v, err, first.Version)
 	}
-	if log := readFile(t, filepath.Join(dir, "trainer.log")); !regexp.MustCompile(`msg=resuming .*version=`+strconv.FormatInt(first.Version, 10)+`\b`).MatchString(log) {
+	if log := readFile(t, filepath.Join(dir, "trainer.log")); !regexp.MustCompile(`msg=resuming .*version=` + strconv.FormatInt(first.Version, 10) + `\b`).MatchString(log) {
 		t.Errorf("the restarted trainer did not log resuming from version %d:\n%s", first.Version, trainer.Tail(10))
 	}
 	err = WaitFor(4*time.Minute, "a step after the restart", func() (bool, error) {

@@ -129,6 +129,14 @@ func TestUnitPolicy(t *testing.T) {
 					t.Errorf("a secret-looking assignment in the unit: %q (secrets come from secrets.env or LoadCredential)", line)
 				}
 			}
+			if devUnits[name] {
+				if d, _ := u.get("Unit", "Description"); !strings.Contains(d, "development only") {
+					t.Errorf("development stand-in without \"development only\" in its Description: %q", d)
+				}
+				if deny, _ := u.get("Service", "IPAddressDeny"); deny != "any" {
+					t.Errorf("development stand-in reachable from the network: IPAddressDeny=%q, want any (loopback allowed)", deny)
+				}
+			}
 			if batchUnits[name] {
 				if r, _ := u.get("Service", "Restart"); r != "no" {
 					t.Errorf("batch job Restart=%q, want no (a restart would start the job over)", r)

@@ -214,7 +214,7 @@ func TestOptimizerStateErrors(t *testing.T) {
 	}{
 		{"missing", t.TempDir(), "no such file"},
 		{"truncated", truncated, ""},
-		{"foreign config", foreign, "different model config"},
+		{"foreign config", foreign, "has shape"},
 		{"negative second moment", negative, "second moment"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
