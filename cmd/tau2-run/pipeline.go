@@ -138,7 +138,7 @@ func (p *pipeline) watch(ctx context.Context, started time.Time) error {
 		}
 		fmt.Printf("[%5.0fs] episodes %4.0f (mean reward %.2f, infra errors %.0f) | archived %4.0f rows in %2.0f files | trainer step %.0f/%d, policy v%.0f, tree ratio %.2f\n",
 			time.Since(started).Seconds(), episodes, mean, pr["tau2rl_producer_infra_errors_total"],
-			ar["tau2_archiver_rows_written_total"], ar["tau2_archiver_files_written_total"],
+			ar["tau2rl_archiver_rows_written_total"], ar["tau2rl_archiver_files_written_total"],
 			tr["tau2rl_trainer_steps_total"], p.cfg.Steps, tr["tau2rl_trainer_policy_version"], tr["tau2rl_trainer_tree_token_ratio"])
 		if tr["tau2rl_trainer_steps_total"] >= float64(p.cfg.Steps) {
 			return nil
@@ -154,7 +154,7 @@ func (p *pipeline) waitArchived(ctx context.Context, limit time.Duration) {
 	for time.Now().Before(end) && ctx.Err() == nil {
 		ar, err := scrape(p.archiver.metrics)
 		if err == nil {
-			rows := ar["tau2_archiver_rows_written_total"] + ar["tau2_archiver_duplicates_total"]
+			rows := ar["tau2rl_archiver_rows_written_total"] + ar["tau2rl_archiver_duplicates_total"]
 			if rows == last {
 				stable++
 				if stable >= 3 {

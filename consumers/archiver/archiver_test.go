@@ -98,7 +98,7 @@ func TestArchiveEndToEnd(t *testing.T) {
 		t.Fatalf("summary %+v: want 3 dead letters, 10 duplicate rows", a.Summary)
 	}
 	for reason, want := range map[string]float64{"decode": 1, "version": 1} {
-		if got := testutil.ToFloat64(mustCounterVec(t, reg, "tau2_archiver_dead_letters_total", reason)); got != want {
+		if got := testutil.ToFloat64(mustCounterVec(t, reg, "tau2rl_archiver_dead_letters_total", reason)); got != want {
 			t.Errorf("dead letters %s = %v, want %v", reason, got, want)
 		}
 	}

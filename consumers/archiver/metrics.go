@@ -42,18 +42,18 @@ type Metrics struct {
 // NewMetrics registers the archiver metrics on reg (nil: unregistered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		Messages:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tau2_archiver_messages_total", Help: "Fetched messages by outcome (archived, duplicate, dead_letter)."}, []string{"outcome"}),
-		BytesIn:         prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2_archiver_bytes_in_total", Help: "Message value bytes fetched."}),
-		Rows:            prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2_archiver_rows_written_total", Help: "Rows in finalized Parquet files."}),
-		DuplicateRows:   prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2_archiver_duplicates_total", Help: "Rows dropped because their trajectory id was already archived."}),
-		Files:           prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2_archiver_files_written_total", Help: "Parquet files finalized (fsynced and renamed)."}),
-		FileBytes:       prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2_archiver_file_bytes_total", Help: "Bytes of finalized Parquet files."}),
-		DeadLetters:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tau2_archiver_dead_letters_total", Help: "Messages sent to dead letters, by reason."}, []string{"reason"}),
-		Errors:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tau2_archiver_errors_total", Help: "Archiver failures by stage."}, []string{"stage"}),
-		OpenFiles:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "tau2_archiver_open_files", Help: "Parquet files being written."}),
-		Uncommitted:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "tau2_archiver_uncommitted_messages", Help: "Fetched messages whose offsets cannot be committed yet."}),
-		CommitLatency:   prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tau2_archiver_commit_seconds", Help: "Duration of an offset commit of durable progress.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
-		FinalizeLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tau2_archiver_finalize_seconds", Help: "Duration of footer, fsync, rename and directory fsync of one file.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+		Messages:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tau2rl_archiver_messages_total", Help: "Fetched messages by outcome (archived, duplicate, dead_letter)."}, []string{"outcome"}),
+		BytesIn:         prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2rl_archiver_bytes_in_total", Help: "Message value bytes fetched."}),
+		Rows:            prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2rl_archiver_rows_written_total", Help: "Rows in finalized Parquet files."}),
+		DuplicateRows:   prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2rl_archiver_duplicates_total", Help: "Rows dropped because their trajectory id was already archived."}),
+		Files:           prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2rl_archiver_files_written_total", Help: "Parquet files finalized (fsynced and renamed)."}),
+		FileBytes:       prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2rl_archiver_file_bytes_total", Help: "Bytes of finalized Parquet files."}),
+		DeadLetters:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tau2rl_archiver_dead_letters_total", Help: "Messages sent to dead letters, by reason."}, []string{"reason"}),
+		Errors:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tau2rl_archiver_errors_total", Help: "Archiver failures by stage."}, []string{"stage"}),
+		OpenFiles:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "tau2rl_archiver_open_files", Help: "Parquet files being written."}),
+		Uncommitted:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "tau2rl_archiver_uncommitted_messages", Help: "Fetched messages whose offsets cannot be committed yet."}),
+		CommitLatency:   prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tau2rl_archiver_commit_seconds", Help: "Duration of an offset commit of durable progress.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+		FinalizeLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tau2rl_archiver_finalize_seconds", Help: "Duration of footer, fsync, rename and directory fsync of one file.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
 	}
 	if reg != nil {
 		m.Messages = register(reg, m.Messages)

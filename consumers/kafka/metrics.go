@@ -40,28 +40,28 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		MessagesOut: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tau2_kafka_messages_out_total", Help: "Messages acknowledged by Kafka (acks=all), per topic.",
+			Name: "tau2rl_kafka_messages_out_total", Help: "Messages acknowledged by Kafka (acks=all), per topic.",
 		}, []string{"topic"}),
 		BytesOut: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tau2_kafka_bytes_out_total", Help: "Key+value bytes acknowledged by Kafka, per topic.",
+			Name: "tau2rl_kafka_bytes_out_total", Help: "Key+value bytes acknowledged by Kafka, per topic.",
 		}, []string{"topic"}),
 		MessagesIn: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tau2_kafka_messages_in_total", Help: "Messages fetched from Kafka, per topic.",
+			Name: "tau2rl_kafka_messages_in_total", Help: "Messages fetched from Kafka, per topic.",
 		}, []string{"topic"}),
 		BytesIn: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tau2_kafka_bytes_in_total", Help: "Key+value bytes fetched from Kafka, per topic.",
+			Name: "tau2rl_kafka_bytes_in_total", Help: "Key+value bytes fetched from Kafka, per topic.",
 		}, []string{"topic"}),
 		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tau2_kafka_errors_total", Help: "Failed Kafka operations, per topic and op (write, fetch, commit, dead_letter).",
+			Name: "tau2rl_kafka_errors_total", Help: "Failed Kafka operations, per topic and op (write, fetch, commit, dead_letter).",
 		}, []string{"topic", "op"}),
 		DeadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tau2_kafka_dead_letters_total", Help: "Messages published to the dead-letter topic, per origin topic.",
+			Name: "tau2rl_kafka_dead_letters_total", Help: "Messages published to the dead-letter topic, per origin topic.",
 		}, []string{"topic"}),
 		Lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tau2_kafka_consumer_lag", Help: "Messages between the high watermark and the next offset to read, per group, topic and partition.",
+			Name: "tau2rl_kafka_consumer_lag", Help: "Messages between the high watermark and the next offset to read, per group, topic and partition.",
 		}, []string{"group", "topic", "partition"}),
 		Latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "tau2_kafka_op_seconds",
+			Name:    "tau2rl_kafka_op_seconds",
 			Help:    "Duration of a batch write or an offset commit, per topic and op.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"topic", "op"}),

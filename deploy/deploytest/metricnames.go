@@ -63,8 +63,8 @@ func isDigit(b byte) bool { return b >= '0' && b <= '9' }
 // CodeMetrics indexes the Prometheus metric names the Go code can register:
 // the string literals of every non-test file that imports client_golang's
 // prometheus package, so a name is found whether it is written whole
-// ("tau2_kafka_consumer_lag") or assembled from Namespace, Subsystem and Name
-// literals of the same file ("tau2_trainer" + "step_seconds").
+// ("tau2rl_kafka_consumer_lag") or assembled from Namespace, Subsystem and Name
+// literals of the same file ("tau2rl_trainer" + "step_seconds").
 type CodeMetrics struct {
 	files []map[string]bool // string literals per prometheus-importing file
 }

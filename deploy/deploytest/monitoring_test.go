@@ -206,7 +206,7 @@ func TestPromQLMetricNames(t *testing.T) {
 		want []string
 	}{
 		{`up{job=~"tau2-(producer|trainer)"} == 0`, []string{"up"}},
-		{`sum by (group, topic) (tau2_kafka_consumer_lag)`, []string{"tau2_kafka_consumer_lag"}},
+		{`sum by (group, topic) (tau2rl_kafka_consumer_lag)`, []string{"tau2rl_kafka_consumer_lag"}},
 		{`histogram_quantile(0.5, sum by (le) (rate(tau2rl_trainer_step_seconds_bucket[30m])))`, []string{"tau2rl_trainer_step_seconds_bucket"}},
 		{`tau2:consumer_lag:sum > 1000 and deriv(tau2:consumer_lag:sum[15m]) > 0`, []string{"tau2:consumer_lag:sum"}},
 		{`6 * $model_params * sum(a_b * c) / ($peak_tflops * 1e12 * ${gpus})`, []string{"a_b", "c"}},
@@ -218,7 +218,7 @@ func TestPromQLMetricNames(t *testing.T) {
 		}
 	}
 	cm := scanCode(t)
-	if !cm.Has("tau2rl_trainer_step_seconds_bucket") || !cm.Has("tau2_kafka_consumer_lag") {
+	if !cm.Has("tau2rl_trainer_step_seconds_bucket") || !cm.Has("tau2rl_kafka_consumer_lag") {
 		t.Error("the code scan misses metrics registered by the trainer and the Kafka transport")
 	}
 	if cm.Has("tau2rl_trainer_no_such_metric") {

@@ -304,7 +304,7 @@ func TestGracefulShutdownPipeline(t *testing.T) {
 	// SIGTERM the archiver after it has finalized a file, while the
 	// producer keeps publishing.
 	err = WaitFor(2*time.Minute, "archiver finalized a file", func() (bool, error) {
-		files, err := archiver.Metric("tau2_archiver_files_written_total")
+		files, err := archiver.Metric("tau2rl_archiver_files_written_total")
 		return files >= 1, err
 	})
 	if err != nil {

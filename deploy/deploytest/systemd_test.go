@@ -88,6 +88,14 @@ func TestUnitPolicy(t *testing.T) {
 		"RestrictNamespaces": "yes", "LockPersonality": "yes", "SystemCallArchitectures": "native", "KillMode": "mixed",
 		"EnvironmentFile": "-/etc/tau2rl/secrets.env",
 	}
+	covered := map[string]bool{}
+	defer func() {
+		for _, b := range allBinaries {
+			if !covered[b] {
+				t.Errorf("no unit runs %s", b)
+			}
+		}
+	}()
 	secret := regexp.MustCompile(`(?i)(password|passwd|api_key|apikey|secret|token)\s*[=:]\s*[^%$\s]`)
 	for _, path := range serviceUnits(t) {
 		name := filepath.Base(path)
@@ -117,6 +125,9 @@ func TestUnitPolicy(t *testing.T) {
 				t.Errorf("no TimeoutStopSec: the graceful shutdown needs an explicit bound")
 			}
 			exec, _ := u.get("Service", "ExecStart")
+			if f := strings.Fields(exec); len(f) > 0 {
+				covered[filepath.Base(f[0])] = true
+			}
 			if !strings.HasPrefix(exec, "/usr/local/bin/tau2-") || !strings.Contains(exec, "--config /etc/tau2rl/") {
 				t.Errorf("ExecStart=%q: want /usr/local/bin/tau2-* --config /etc/tau2rl/…", exec)
 			}

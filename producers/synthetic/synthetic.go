@@ -110,11 +110,11 @@ type Metrics struct {
 // NewMetrics registers the synthetic source's metrics on reg (nil: unregistered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		Trajectories: prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2_synthetic_trajectories_total", Help: "SYNTHETIC trajectories published (load source, not rollouts)."}),
-		Bytes:        prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2_synthetic_bytes_total", Help: "Arrow IPC bytes of SYNTHETIC trajectories published."}),
-		Tokens:       prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2_synthetic_generated_tokens_total", Help: "Completion tokens inside SYNTHETIC trajectories published."}),
-		Errors:       prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2_synthetic_publish_errors_total", Help: "Failed publish calls of the SYNTHETIC source."}),
-		Publish: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tau2_synthetic_publish_seconds", Help: "Duration of one SYNTHETIC publish call (a batch).",
+		Trajectories: prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2rl_synthetic_trajectories_total", Help: "SYNTHETIC trajectories published (load source, not rollouts)."}),
+		Bytes:        prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2rl_synthetic_bytes_total", Help: "Arrow IPC bytes of SYNTHETIC trajectories published."}),
+		Tokens:       prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2rl_synthetic_generated_tokens_total", Help: "Completion tokens inside SYNTHETIC trajectories published."}),
+		Errors:       prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2rl_synthetic_publish_errors_total", Help: "Failed publish calls of the SYNTHETIC source."}),
+		Publish: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tau2rl_synthetic_publish_seconds", Help: "Duration of one SYNTHETIC publish call (a batch).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 	}
 	if reg != nil {

@@ -81,7 +81,7 @@ func TestRunPublishesDecodableUniqueTrajectories(t *testing.T) {
 	if len(domains) != 3 {
 		t.Fatalf("domains %v, want all three", domains)
 	}
-	if got := counterValue(t, reg, "tau2_synthetic_trajectories_total"); got != 23 {
+	if got := counterValue(t, reg, "tau2rl_synthetic_trajectories_total"); got != 23 {
 		t.Fatalf("metric = %v", got)
 	}
 }
@@ -203,7 +203,7 @@ func TestMetricsShareSeriesAcrossRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := counterValue(t, reg, "tau2_synthetic_trajectories_total"); got != 6 {
+	if got := counterValue(t, reg, "tau2rl_synthetic_trajectories_total"); got != 6 {
 		t.Fatalf("two runs of 3 counted %v", got)
 	}
 }
