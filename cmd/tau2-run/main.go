@@ -30,7 +30,7 @@ everything gracefully, and prints a summary of what was produced, archived and
 trained. Logs and data go to 'dir' (one sub-directory per run).
 
 Examples:
-  tau2-run                          # airline, 3 trainer steps
+  tau2-run                          # airline, 2 trainer steps
   tau2-run domain=retail steps=5
   tau2-run bin=bin dir=/tmp/tau2run`
 
@@ -69,7 +69,7 @@ type Config struct {
 
 func defaultConfig() Config {
 	return Config{
-		Bin: "bin", Dir: "run", Domain: "airline", Split: "train", Steps: 3,
+		Bin: "bin", Dir: "run", Domain: "airline", Split: "train", Steps: 2,
 		GroupSize: 4, BatchSize: 2, Concurrency: 32, AgentErrorRate: 0.3,
 		ModelConfig: "deploy/models/qwen3-tiny/config.json",
 		Timeout:     15 * time.Minute, Interval: 2 * time.Second,

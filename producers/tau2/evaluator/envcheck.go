@@ -32,7 +32,7 @@ func (g *Grader) envCheck(task *data.Task, trajectory []Message) (*part, error) 
 	if err != nil {
 		return nil, err
 	}
-	same, err := sameState(gold, pred)
+	same, err := env.SameState(gold, pred)
 	if err != nil {
 		return nil, evalErr("task %s: compare DBs: %v", task.ID, err)
 	}

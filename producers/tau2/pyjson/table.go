@@ -354,6 +354,11 @@ func equalRV(a, b reflect.Value) (bool, error) {
 		}
 		return encodingsEqual(a, b)
 	}
+	if a.Kind() == reflect.Struct && reflect.PointerTo(t).Implements(mapLikeType) {
+		// A Map held by value (a struct field): its methods have pointer receivers, so compare
+		// through pointers; the struct walk below would see no fields and call any two equal.
+		return encodingsEqual(addressable(a), addressable(b))
+	}
 	if t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType) || t.Implements(mapLikeType) {
 		return encodingsEqual(a, b)
 	}
