@@ -40,7 +40,7 @@ Examples:
       econfig.domain=airline econfig.user_llm_base_url=http://user-llm:8000/v1 econfig.user_llm=Qwen2.5-72B-Instruct
   # vLLM policy, GPT-4.1 as the user simulator
   tau2-producer policy.backend=vllm policy.model=Qwen3-8B policy.endpoints=[http://vllm:8000] \
-      econfig.user_llm_base_url=https://api.openai.com/v1 user_endpoint.api_key=$OPENAI_API_KEY
+      econfig.user_llm_base_url=https://api.openai.com/v1 user_endpoint.api_key_env=OPENAI_API_KEY
   # local smoke run against the scripted server (see tau2-scripted-llm)
   tau2-producer kafka.embedded=true policy.endpoints=[http://127.0.0.1:30000] \
       user_llm_base_url=http://127.0.0.1:30000/v1 episodes=16`

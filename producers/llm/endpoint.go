@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,8 +24,16 @@ type EndpointConfig struct {
 	BaseURL string `yaml:"base_url"`
 	// Name labels metrics and errors; default: the URL's host.
 	Name string `yaml:"name"`
-	// APIKey is sent as "Authorization: Bearer …" when set.
+	// APIKey is sent as "Authorization: Bearer …" when set. Prefer APIKeyEnv or
+	// APIKeyFile in production: a key in a config file or on a command line
+	// leaks into process listings, shell history and config backups.
 	APIKey string `yaml:"api_key"`
+	// APIKeyEnv names an environment variable holding the key (e.g.
+	// OPENAI_API_KEY, set from a systemd EnvironmentFile=).
+	APIKeyEnv string `yaml:"api_key_env"`
+	// APIKeyFile is a file holding the key (e.g. a systemd credential,
+	// $CREDENTIALS_DIRECTORY/openai); surrounding whitespace is trimmed.
+	APIKeyFile string `yaml:"api_key_file"`
 	// MaxConcurrency bounds in-flight calls to this endpoint (default 256).
 	MaxConcurrency int `yaml:"max_concurrency"`
 	// RequestTimeout bounds one HTTP attempt (default 10m: long generations).
@@ -69,6 +78,40 @@ func (c EndpointConfig) withDefaults() EndpointConfig {
 		c.BackoffMax = d.BackoffMax
 	}
 	return c
+}
+
+// resolveAPIKey returns the key from api_key, api_key_env or api_key_file
+// (at most one may be set). A named source that is empty is an error, so a
+// missing secret fails at start-up instead of as 401s mid-run.
+func (c EndpointConfig) resolveAPIKey() (string, error) {
+	set := 0
+	for _, v := range []string{c.APIKey, c.APIKeyEnv, c.APIKeyFile} {
+		if v != "" {
+			set++
+		}
+	}
+	if set > 1 {
+		return "", errors.New("set only one of api_key, api_key_env and api_key_file")
+	}
+	switch {
+	case c.APIKeyEnv != "":
+		k := strings.TrimSpace(os.Getenv(c.APIKeyEnv))
+		if k == "" {
+			return "", fmt.Errorf("api_key_env: environment variable %s is empty or unset", c.APIKeyEnv)
+		}
+		return k, nil
+	case c.APIKeyFile != "":
+		b, err := os.ReadFile(c.APIKeyFile)
+		if err != nil {
+			return "", fmt.Errorf("api_key_file: %w", err)
+		}
+		k := strings.TrimSpace(string(b))
+		if k == "" {
+			return "", fmt.Errorf("api_key_file: %s is empty", c.APIKeyFile)
+		}
+		return k, nil
+	}
+	return c.APIKey, nil
 }
 
 // sharedTransport is the process-wide connection pool: every endpoint
@@ -124,6 +167,9 @@ func NewEndpoint(cfg EndpointConfig, m *Metrics) (*Endpoint, error) {
 	name := cfg.Name
 	if name == "" {
 		name = u.Host
+	}
+	if cfg.APIKey, err = cfg.resolveAPIKey(); err != nil {
+		return nil, fmt.Errorf("llm: endpoint %s: %w", name, err)
 	}
 	return &Endpoint{
 		cfg:     cfg,
