@@ -54,7 +54,7 @@ func main() {
 		return
 	}
 	cfg := Config{Kafka: tkafka.DefaultConfig(), Config: archiver.DefaultConfig()}
-	cli.Main(cli.App{Name: "tau2-archiver", Usage: usage, MetricsAddr: "127.0.0.1:9402"}, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
+	cli.Main(cli.App{Name: "tau2-archiver", Usage: usage, MetricsAddr: ":9401"}, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
 		return run(ctx, rt, cfg)
 	})
 }

@@ -67,7 +67,7 @@ func DefaultConfig() Config {
 
 func main() {
 	cfg := DefaultConfig()
-	cli.Main(cli.App{Name: "tau2-producer", Usage: usage, MetricsAddr: ":9101"}, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
+	cli.Main(cli.App{Name: "tau2-producer", Usage: usage, MetricsAddr: ":9410"}, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
 		return run(ctx, &cfg, rt)
 	})
 }

@@ -81,7 +81,7 @@ func (p *pipeline) summary(ctx context.Context, elapsed time.Duration) error {
 		}
 	}
 	fmt.Printf("trainer checkpoints in %s: %s\n", p.checkpoints, strings.Join(names, " "))
-	fmt.Printf("query it: duckdb -c \"SELECT domain, policy_version_start, count(*), avg(reward) FROM read_parquet('%s/**/*.parquet', hive_partitioning=true) GROUP BY ALL\"\n", p.dataset)
+	fmt.Printf("query it with DuckDB (README.md has more queries): duckdb -c \"SELECT domain, policy_version_start, count(*), avg(reward) FROM read_parquet('%s/**/*.parquet', hive_partitioning=true) GROUP BY ALL\"\n", p.dataset)
 	if dups > 0 {
 		return fmt.Errorf("summary: %d duplicate trajectory ids in the dataset", dups)
 	}

@@ -69,7 +69,7 @@ func DefaultConfig() Config {
 
 func main() {
 	cfg := DefaultConfig()
-	cli.Main(cli.App{Name: "tau2-scripted-llm", Usage: usage, MetricsAddr: ":9109"}, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
+	cli.Main(cli.App{Name: "tau2-scripted-llm", Usage: usage, MetricsAddr: "127.0.0.1:9409"}, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
 		return run(ctx, &cfg, rt)
 	})
 }

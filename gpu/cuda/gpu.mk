@@ -5,6 +5,7 @@
 #                   check (gpu/cuda/pytorch/check.py: transformers Qwen3ForCausalLM, autograd,
 #                   torch.optim.AdamW) when python3 has torch and transformers
 #   make gpu-bench  training-step benchmarks (Go, -tags cuda) and the same shapes in PyTorch
+#   make gpu-trainer  bin/tau2-trainer with the CUDA backend (backend=cuda)
 #
 # Needs nvcc (CUDA ≥ 11.8; sm_90 by default: GPU_ARCH='-gencode arch=compute_80,code=sm_80' for
 # A100) and cuBLAS. Nothing here runs in CI: without the cuda tag no Go file of gpu/cuda uses cgo.
@@ -42,3 +43,9 @@ gpu-bench: gpu
 
 gpu-clean:
 	rm -rf $(GPU_DIR)/build
+
+# gpu-trainer builds bin/tau2-trainer with the CUDA backend linked in (backend=cuda).
+.PHONY: gpu-trainer
+gpu-trainer: $(GPU_LIB)
+	@mkdir -p $(BIN)
+	CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(CGO_LDFLAGS)" go build -tags cuda -o $(BIN)/tau2-trainer ./cmd/tau2-trainer
