@@ -14,7 +14,8 @@ export TAU2_DATA_DIR QWEN3_TOKENIZER_DIR
 
 BINARIES := tau2-producer tau2-archiver tau2-trainer tau2-replay tau2-eval tau2-broker tau2-scripted-llm tau2-run
 TEST_TIMEOUT ?= 40m
-BENCHTIME ?= 1x
+BENCHTIME ?= 1s
+BENCHCOUNT ?= 1
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: all build run test test-short bench lint deps deps-system deps-npm clean
@@ -54,7 +55,7 @@ test-short:
 	$(GO) test -count=1 -short ./...
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 60m ./...
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) -timeout 90m ./...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
