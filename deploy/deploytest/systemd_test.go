@@ -319,3 +319,5 @@ func TestSystemdVerify(t *testing.T) {
 		}
 	}
 }
+
+func writeFile(path, text string) error { return os.WriteFile(path, []byte(text), 0o644) }

@@ -211,6 +211,29 @@ func tau2Group(rng *rand.Rand, vocab, samples, prompt, userTurn, unique int) [][
 	return seqs
 }
 
+// tau2CallGroup builds one GRPO group the way the trainer sees τ² rollouts with one sequence per
+// policy LLM call (AReaL's "individual" export): samples conversations share a system prompt with
+// tool schemas (prompt tokens); call c of a conversation is its prompt so far — the shared prefix
+// plus c+1 turns of turn tokens (user or tool message, then the completion) — so each call's
+// sequence extends the previous one and the group is one tree with a chain per conversation.
+func tau2CallGroup(rng *rand.Rand, vocab, samples, calls, prompt, turn int) [][]int32 {
+	shared := make([]int32, prompt)
+	for i := range shared {
+		shared[i] = int32(rng.IntN(vocab))
+	}
+	var seqs [][]int32
+	for range samples {
+		conv := append([]int32(nil), shared...)
+		for range calls {
+			for range turn {
+				conv = append(conv, int32(rng.IntN(vocab)))
+			}
+			seqs = append(seqs, append([]int32(nil), conv...))
+		}
+	}
+	return seqs
+}
+
 // BenchmarkTreePacked compares a training step over τ²-shaped GRPO groups packed as prefix trees
 // with the same sequences unpacked (micro-batches of whole sequences up to the same token budget).
 func BenchmarkTreePacked(b *testing.B) {
@@ -222,15 +245,23 @@ func BenchmarkTreePacked(b *testing.B) {
 	for _, tc := range []struct {
 		name                              string
 		samples, prompt, userTurn, unique int
+		calls                             int // > 0: one sequence per LLM call (tau2CallGroup; userTurn is the turn size)
 	}{
-		{"0.6B/G16-prompt5000-unique1200", 16, 5000, 200, 1200},
-		{"0.6B/G8-prompt3000-unique2500", 8, 3000, 200, 2500},
+		{"0.6B/G16-prompt5000-unique1200", 16, 5000, 200, 1200, 0},
+		{"0.6B/G8-prompt3000-unique2500", 8, 3000, 200, 2500, 0},
+		{"0.6B/G8x8calls-prompt4000-turn300", 8, 4000, 300, 0, 8},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			if sel := os.Getenv("T2_BENCH_SHAPES"); sel != "" && !strings.Contains(","+sel+",", ","+tc.name+",") {
 				b.Skip("not selected by T2_BENCH_SHAPES")
 			}
-			seqs := tau2Group(rand.New(rand.NewPCG(3, 3)), cfg.VocabSize, tc.samples, tc.prompt, tc.userTurn, tc.unique)
+			rng := rand.New(rand.NewPCG(3, 3))
+			var seqs [][]int32
+			if tc.calls > 0 {
+				seqs = tau2CallGroup(rng, cfg.VocabSize, tc.samples, tc.calls, tc.prompt, tc.userTurn)
+			} else {
+				seqs = tau2Group(rng, cfg.VocabSize, tc.samples, tc.prompt, tc.userTurn, tc.unique)
+			}
 			tree := buildTree(seqs).mb
 			budget := max(tree.Len(), 4096)
 			var flat []*gpu.MicroBatch
