@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -229,6 +228,3 @@ func (o *openFile) abort(fsys FS) error {
 	}
 	return errors.Join(errc, errr)
 }
-
-// relPath is the dataset-relative path of a final file.
-func (o *openFile) relPath() string { return path.Join(o.dir, o.name) }

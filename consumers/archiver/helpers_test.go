@@ -256,14 +256,6 @@ func runAsync(ctx context.Context, a *archiver.Archiver) <-chan error {
 	return done
 }
 
-func mustEnv(t testing.TB, key string) string {
-	v := os.Getenv(key)
-	if v == "" {
-		t.Fatalf("%s not set", key)
-	}
-	return v
-}
-
 var _ = fmt.Sprint
 
 // testLog shows warnings and errors only, keeping test output readable.

@@ -72,7 +72,12 @@ install -m 0644 "$repo/docs/OPERATIONS.md" "$root/usr/local/share/doc/tau2rl/OPE
 
 if [[ -n "$destdir" ]]; then
   systemd-sysusers --root="$root" tau2rl.conf
-  systemd-tmpfiles --root="$root" --create tau2rl.conf
+  if [[ $(id -u) -eq 0 ]]; then
+    systemd-tmpfiles --root="$root" --create tau2rl.conf
+  elif ! systemd-tmpfiles --root="$root" --create tau2rl.conf 2>/dev/null; then
+    # Without root the files and modes are created but chown fails: fine for a staging root.
+    echo "install.sh: staged as $(id -un): directories and modes created, owners not set" >&2
+  fi
 else
   systemd-sysusers tau2rl.conf
   systemd-tmpfiles --create tau2rl.conf

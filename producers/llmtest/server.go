@@ -351,6 +351,7 @@ func (s *Server) parseIDs(raw json.RawMessage) ([]int32, error) {
 		return nil, fmt.Errorf("token ids: %w", err)
 	}
 	if len(ids) == 0 {
+		//lint:ignore ST1005 SGLang's own error text, which clients may match on
 		return nil, errors.New("input_ids cannot be empty.")
 	}
 	for _, id := range ids {

@@ -74,7 +74,8 @@ func TestTrialSeedRange(t *testing.T) {
 			t.Fatal(s)
 		}
 	}
-	if TrialSeed("r", 1) != TrialSeed("r", 1) || TrialSeed("r", 1) == TrialSeed("r", 2) {
+	first, again, other := TrialSeed("r", 1), TrialSeed("r", 1), TrialSeed("r", 2)
+	if first != again || first == other {
 		t.Fatal("seeds not deterministic per request and trial")
 	}
 }
