@@ -236,6 +236,10 @@ func (e *Endpoint) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
+// MarshalYAML prints the endpoint's fields (--print-config): without it the YAML encoder sees the
+// inline llm.EndpointConfig's UnmarshalYAML and prints an empty mapping.
+func (e Endpoint) MarshalYAML() (any, error) { return e.EndpointConfig, nil }
+
 func withURL(c llm.EndpointConfig, url string) llm.EndpointConfig {
 	c.BaseURL = url
 	return c

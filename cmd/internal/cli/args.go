@@ -154,8 +154,8 @@ func overrideDoc(key, value string) ([]byte, error) {
 		}
 	}
 	var v any
-	if err := yaml.Unmarshal([]byte(value), &v); err != nil {
-		v = value
+	if err := yaml.Unmarshal([]byte(value), &v); err != nil || value == "" {
+		v = value // not YAML, or key= (an empty string, not "leave unchanged")
 	}
 	var node any = v
 	for i := len(parts) - 1; i >= 0; i-- {

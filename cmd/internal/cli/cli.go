@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -135,11 +136,21 @@ func Execute(parent context.Context, app App, args []string, cfg any, out io.Wri
 			_ = srv.Shutdown(sctx)
 		}()
 	}
-	stopWatchdog := startWatchdog(ctx)
+	// The watchdog keeps pinging through a graceful shutdown (a trainer may be finishing a long
+	// step), and systemd hears STOPPING=1 as soon as the signal arrives.
+	stopWatchdog := startWatchdog(context.Background())
 	defer stopWatchdog()
+	var stopping sync.Once
+	notifyStopping := func() { stopping.Do(func() { _ = Notify("STOPPING=1") }) }
+	go func() {
+		<-ctx.Done()
+		if parent.Err() == nil { // a signal, not the caller's cancellation
+			notifyStopping()
+		}
+	}()
 
 	err = run(ctx, rt)
-	_ = Notify("STOPPING=1")
+	notifyStopping()
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		// A signal asked us to stop and the work ended because of it: a clean shutdown.
 		log.Info("stopped on signal")

@@ -160,3 +160,16 @@ func mustYAML(t *testing.T, v any) string {
 	}
 	return b.String()
 }
+
+func TestEmptyOverrideClearsString(t *testing.T) {
+	cfg := defaults()
+	if _, err := Parse([]string{"econfig.domain="}, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Econfig.Domain != "" {
+		t.Fatalf("domain = %q, want empty", cfg.Econfig.Domain)
+	}
+	if _, err := Parse([]string{"max_steps="}, &cfg); err == nil {
+		t.Fatal("an empty value for an int was accepted")
+	}
+}
