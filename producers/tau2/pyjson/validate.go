@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Unmarshaler is implemented by domain types that validate themselves from a
@@ -25,7 +27,8 @@ type Defaulter interface {
 // ValidationError is a pydantic ValidationError: every problem found while
 // validating one model. Its text follows pydantic's ("1 validation error
 // for Payment\namount\n  Input should be a valid integer ..."), so tool
-// errors read like τ²'s. Only the error flag of a tool message matters for
+// errors read like τ²'s, down to the input_value= repr shortened to 50
+// bytes (see InputRepr). Only the error flag of a tool message matters for
 // rewards.
 type ValidationError struct {
 	Model  string // model name, e.g. "Reservation"; set by FromValue
@@ -72,7 +75,7 @@ func (e *ValidationError) Error() string {
 			}
 			b.WriteByte('\n')
 		}
-		fmt.Fprintf(&b, "  %s [type=%s, input_value=%s, input_type=%s]", le.Msg, le.Type, Repr(le.Input), TypeName(le.Input))
+		fmt.Fprintf(&b, "  %s [type=%s, input_value=%s, input_type=%s]", le.Msg, le.Type, InputRepr(le.Input), TypeName(le.Input))
 		fmt.Fprintf(&b, "\n    For further information visit https://errors.pydantic.dev/%s/v/%s", PydanticVersion, le.Type)
 	}
 	return b.String()
@@ -108,34 +111,126 @@ func Repr(v any) string {
 	return Str(v)
 }
 
-// pyStrRepr approximates Python's repr(str): single quotes unless the text
-// contains a single quote and no double quote.
+// InputReprLimit is the byte length above which pydantic shortens the
+// input_value= of a validation error (pydantic-core's
+// write_truncated_to_limited_bytes(…, 50) in ValLineError::pretty).
+const InputReprLimit = 50
+
+// InputRepr returns the input_value= text pydantic shows for v: Python's
+// repr(v), shortened by TruncateRepr when it is longer than InputReprLimit
+// bytes. Tool errors the agent reads depend on it, e.g. a list holding a
+// long string, or the whole argument dict of a "Field required" error.
+func InputRepr(v any) string {
+	return TruncateRepr(Repr(v), InputReprLimit)
+}
+
+// TruncateRepr shortens s as pydantic-core does when s is longer than limit
+// bytes (UTF-8, not characters): the bytes before ceil(limit/2), cut back to
+// a character boundary, then "...", then the last ceil(limit/2)-1 bytes, cut
+// forward to a character boundary. For limit 50 that is at most 25 + 3 + 24
+// bytes, fewer where a multi-byte character straddles a cut. A string of at
+// most limit bytes is returned unchanged, and so is any string when limit
+// is negative.
+func TruncateRepr(s string, limit int) string {
+	if limit < 0 || len(s) <= limit {
+		return s
+	}
+	mid := (limit + 1) / 2
+	head := floorCharBoundary(s, mid)
+	tail := ceilCharBoundary(s, len(s)-(mid-1))
+	return s[:head] + "..." + s[tail:]
+}
+
+// floorCharBoundary is Rust's str::floor_char_boundary as pydantic-core
+// copies it: the largest character start at or before i, looking back at
+// most 3 bytes (len(s) when i is past the end).
+func floorCharBoundary(s string, i int) int {
+	if i >= len(s) {
+		return len(s)
+	}
+	for j := i; j >= 0 && j >= i-3; j-- {
+		if utf8.RuneStart(s[j]) {
+			return j
+		}
+	}
+	// Not valid UTF-8 (Repr never produces this): cut at i as bytes.
+	return i
+}
+
+// ceilCharBoundary is Rust's str::ceil_char_boundary as pydantic-core
+// copies it: the smallest character start at or after i, looking ahead at
+// most 3 bytes (capped at len(s)).
+func ceilCharBoundary(s string, i int) int {
+	upper := min(i+4, len(s))
+	for j := i; j < upper; j++ {
+		if utf8.RuneStart(s[j]) {
+			return j
+		}
+	}
+	return upper
+}
+
+// pyStrRepr is Python's repr(str) (CPython's unicode_repr): single quotes
+// unless the text contains a single quote and no double quote; backslash,
+// the quote, \t, \n and \r escaped; other ASCII controls as \xhh; non-ASCII
+// characters kept when printable (str.isprintable: letters, marks, numbers,
+// punctuation, symbols) and otherwise escaped as \xhh, \uhhhh or
+// \Uhhhhhhhh. Lone surrogates (kept by Loads as WTF-8) come out as \udxxx,
+// as Python shows them. Bytes that are not UTF-8 at all cannot occur in a
+// Python str; they are shown as U+FFFD. Printability follows Go's Unicode
+// tables (unicode.Version), which may differ from the Python build's for
+// characters assigned in between.
 func pyStrRepr(s string) string {
 	q := byte('\'')
 	if strings.IndexByte(s, '\'') >= 0 && strings.IndexByte(s, '"') < 0 {
 		q = '"'
 	}
-	var b strings.Builder
-	b.WriteByte(q)
-	for _, r := range s {
+	b := make([]byte, 0, len(s)+2)
+	b = append(b, q)
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == q || c == '\\':
+				b = append(b, '\\', c)
+			case c == '\n':
+				b = append(b, '\\', 'n')
+			case c == '\r':
+				b = append(b, '\\', 'r')
+			case c == '\t':
+				b = append(b, '\\', 't')
+			case c < 0x20 || c == 0x7f:
+				b = append(b, '\\', 'x', hexDigits[c>>4], hexDigits[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		if isWTF8Surrogate(s, i) {
+			r := rune(c&0x0f)<<12 | rune(s[i+1]&0x3f)<<6 | rune(s[i+2]&0x3f)
+			b = appendU(b, r)
+			i += 3
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
 		switch {
-		case r == rune(q) || r == '\\':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, `\x%02x`, r)
+		case unicode.IsPrint(r):
+			b = utf8.AppendRune(b, r)
+		case r <= 0xff:
+			b = append(b, '\\', 'x', hexDigits[r>>4], hexDigits[r&0xf])
+		case r <= 0xffff:
+			b = appendU(b, r)
 		default:
-			b.WriteRune(r)
+			b = append(b, '\\', 'U')
+			for shift := 28; shift >= 0; shift -= 4 {
+				b = append(b, hexDigits[(r>>shift)&0xf])
+			}
 		}
 	}
-	b.WriteByte(q)
-	return b.String()
+	b = append(b, q)
+	return string(b)
 }
 
 // Unmarshal parses JSON text and validates it into out (a pointer), like
@@ -156,7 +251,9 @@ func Unmarshal(data []byte, out any) error {
 //     keys are ignored; Defaulter sets defaults first;
 //   - str fields need a str; int fields take ints, integral floats, bools and
 //     integer strings; float fields take ints, floats, bools and numeric
-//     strings; bool fields need a bool; lists need a list;
+//     strings (a string holding a lone surrogate is pydantic's
+//     string_unicode error there); bool fields need a bool; lists need a
+//     list;
 //   - Map fields take an object (order kept), any/interface fields take the
 //     value as is; Unmarshaler types validate themselves.
 func FromValue(v any, out any) error {
@@ -334,6 +431,27 @@ func collect(err error, path []any, errs *[]LineError) error {
 
 type convErr struct{ msg, typ string }
 
+// errStringUnicode is pydantic's error for a str holding a lone surrogate
+// where the validator needs the text as Rust UTF-8 (numbers parsed from
+// strings); a plain str field keeps such a string as is.
+var errStringUnicode = &convErr{"Input should be a valid string, unable to parse raw data as a unicode string", "string_unicode"}
+
+// hasWTF8Surrogate reports whether s holds a lone surrogate (as Loads keeps
+// them, WTF-8 encoded).
+func hasWTF8Surrogate(s string) bool {
+	for i := strings.IndexByte(s, 0xed); i >= 0; {
+		if isWTF8Surrogate(s, i) {
+			return true
+		}
+		j := strings.IndexByte(s[i+1:], 0xed)
+		if j < 0 {
+			return false
+		}
+		i += 1 + j
+	}
+	return false
+}
+
 func toInt(v any) (int64, *convErr) {
 	switch x := v.(type) {
 	case int64:
@@ -359,6 +477,9 @@ func toInt(v any) (int64, *convErr) {
 	case *big.Int:
 		return 0, &convErr{"Input should be a valid integer", "int_type"}
 	case string:
+		if hasWTF8Surrogate(x) {
+			return 0, errStringUnicode
+		}
 		n, err := strconv.ParseInt(strings.TrimSpace(strings.ReplaceAll(x, "_", "")), 10, 64)
 		if err != nil {
 			return 0, &convErr{"Input should be a valid integer, unable to parse string as an integer", "int_parsing"}
@@ -385,6 +506,9 @@ func toFloat(v any) (float64, *convErr) {
 		f, _ := new(big.Float).SetInt(x).Float64()
 		return f, nil
 	case string:
+		if hasWTF8Surrogate(x) {
+			return 0, errStringUnicode
+		}
 		f, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
 		if err != nil {
 			return 0, &convErr{"Input should be a valid number, unable to parse string as a number", "float_parsing"}
