@@ -118,7 +118,7 @@ func run(ctx context.Context, cfg *Config, rt *cli.Runtime) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := rollout.FollowVersions(vctx, cfg.Kafka, "producer-versions", vs, m, km, rt.Log); err != nil {
+		if err := rollout.FollowVersions(vctx, cfg.Kafka, vs, m, km, rt.Log); err != nil {
 			rt.Log.Error("policy-version follower stopped", "err", err)
 		}
 	}()

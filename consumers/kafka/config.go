@@ -83,7 +83,7 @@ type Config struct {
 	EmbeddedDataDir string `yaml:"embedded_data_dir"`
 	// Writer tunes producers.
 	Writer WriterConfig `yaml:"writer"`
-	// Reader tunes consumer-group readers.
+	// Reader tunes consumer-group readers and TopicReaders.
 	Reader ReaderConfig `yaml:"reader"`
 	// DialTimeout bounds connection setup. Default 10s.
 	DialTimeout time.Duration `yaml:"dial_timeout"`
@@ -136,10 +136,11 @@ type WriterConfig struct {
 	Compression string `yaml:"compression"`
 }
 
-// ReaderConfig tunes consumer-group readers.
+// ReaderConfig tunes consumer-group readers and TopicReaders.
 type ReaderConfig struct {
-	// StartOffset is where a group with no committed offset starts:
-	// "earliest" (default, so an archiver never skips data) or "latest".
+	// StartOffset is where a group with no committed offset starts, and
+	// where a TopicReader starts on every partition: "earliest" (default,
+	// so an archiver never skips data) or "latest".
 	StartOffset string `yaml:"start_offset"`
 	// SessionTimeout is how long a dead member keeps its partitions. Default 30s.
 	SessionTimeout time.Duration `yaml:"session_timeout"`

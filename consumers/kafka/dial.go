@@ -17,6 +17,9 @@ import (
 type connection struct {
 	transport *kafkago.Transport
 	dialer    *kafkago.Dialer
+	// newTransport returns a Transport with the same settings as
+	// transport but its own connections and metadata cache.
+	newTransport func() *kafkago.Transport
 }
 
 func newConnection(cfg *Config) (*connection, error) {
@@ -28,13 +31,17 @@ func newConnection(cfg *Config) (*connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &connection{
-		transport: &kafkago.Transport{
+	newTransport := func() *kafkago.Transport {
+		return &kafkago.Transport{
 			ClientID:    cfg.ClientID,
 			DialTimeout: cfg.DialTimeout,
 			TLS:         tlsCfg,
 			SASL:        mech,
-		},
+		}
+	}
+	return &connection{
+		transport:    newTransport(),
+		newTransport: newTransport,
 		dialer: &kafkago.Dialer{
 			ClientID:      cfg.ClientID,
 			Timeout:       cfg.DialTimeout,

@@ -26,7 +26,8 @@ type Metrics struct {
 	DeadLetters *prometheus.CounterVec
 	// Lag is the consumer lag in messages (high watermark minus the next
 	// offset to read), per group, topic and partition, as of the last
-	// message fetched from that partition.
+	// message fetched from that partition. The group is "" for a
+	// TopicReader, which reads without one.
 	Lag *prometheus.GaugeVec
 	// Latency is the duration of a write (one WriteMessages call, i.e. a
 	// batch) or a commit, per topic and op.

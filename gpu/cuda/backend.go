@@ -39,6 +39,7 @@ type Backend struct {
 
 	act         activations
 	n           int  // nodes in the last Forward/LogProbs
+	headRows    int  // of those, nodes the LM head runs on (see headPlan)
 	haveForward bool // Backward may run
 	held        int64
 	closed      bool

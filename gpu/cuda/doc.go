@@ -16,7 +16,8 @@
 //	attention.cu   tree attention entry points (mask j ≤ i ≤ SubtreeEnd[j]) and the first, WMMA kernels
 //	attention_fa2.cu  the default FlashAttention-2-style kernels: mma.sync, tiles in registers, cp.async
 //	elementwise.cu embedding, SwiGLU, residual add, conversions
-//	logprob.cu     chunked log-softmax gather + entropy over the vocabulary, and its backward
+//	logprob.cu     chunked log-softmax gather + entropy over the vocabulary, and its backward, run
+//	               only on head rows (parents of nodes gpu.MicroBatch.Score marks), gathered densely
 //	adamw.cu       global gradient norm, clipping, AdamW on fp32 masters with bf16 copies
 //
 // The Go side (backend.go, layer.go) owns the parameter layout (one flat buffer per kind: fp32

@@ -41,8 +41,10 @@ type activations struct {
 	logits           dptr // bf16 [chunk, V]
 	chunk            int
 
-	tokens, positions, parent, send, blockmax, childOff, childIdx dptr // int32; blockmax holds per-64-key max then min of send
-	logp, ent, rowLse, rowEnt, dlogp                              dptr // fp32 [cap]
+	tokens, positions, send, blockmax dptr // int32; blockmax holds per-64-key max then min of send
+	// The LM head runs only on head rows: nodes that parent a scored node (headPlan), int32.
+	headRow, rowList, rowOf, childOff, childIdx dptr
+	logp, ent, rowLse, rowEnt, dlogp            dptr // fp32 [cap]; rowLse/rowEnt per head row
 }
 
 func (a *activations) free() error {
@@ -107,8 +109,8 @@ func (b *Backend) ensure(n int) error {
 	a.dresid, a.dresidBF, a.dxn, a.dh, a.dgu = f32(H), bf(H), bf(H), bf(I), bf(2*I)
 	a.datt, a.dq, a.dk, a.dqkv, a.di = bf(QD), bf(QD), bf(KVD), bf(QKV), f32(nh)
 	a.logits = get(2 * a.chunk * V)
-	a.tokens, a.positions, a.parent, a.send = f32(1), f32(1), f32(1), f32(1)
-	a.blockmax, a.childOff, a.childIdx = get(4*2*(capN/64+1)), get(4*(capN+1)), f32(1)
+	a.tokens, a.positions, a.send, a.blockmax = f32(1), f32(1), f32(1), get(4*2*(capN/64+1))
+	a.headRow, a.rowList, a.rowOf, a.childOff, a.childIdx = f32(1), f32(1), f32(1), get(4*(capN+1)), f32(1)
 	a.logp, a.ent, a.rowLse, a.rowEnt, a.dlogp = f32(1), f32(1), f32(1), f32(1), f32(1)
 	if err != nil {
 		_ = a.free()
@@ -118,8 +120,58 @@ func (b *Backend) ensure(n int) error {
 	return nil
 }
 
-// uploadBatch validates mb and copies its index arrays (and the children lists the log-prob backward
-// needs) to the device.
+// headPlan says which rows of the final hidden states go through the LM head: only nodes that are
+// the parent of a scored node (gpu.MicroBatch.Score; without a mask, every node with children).
+type headPlan struct {
+	rowList  []int32 // rowList[r]: the node of head row r, in node order
+	rowOf    []int32 // rowOf[i]: node i's head row, or -1
+	headRow  []int32 // headRow[c]: the head row of c's parent when c is scored, or -1 (roots too)
+	childOff []int32 // head row r's scored children are childIdx[childOff[r]:childOff[r+1]] (CSR)
+	childIdx []int32
+}
+
+func planHead(mb *gpu.MicroBatch) headPlan {
+	n := mb.Len()
+	hp := headPlan{rowOf: make([]int32, n), headRow: make([]int32, n)}
+	scored := func(c int) bool { return mb.Parent[c] >= 0 && mb.Scored(c) }
+	need := make([]bool, n)
+	for c, p := range mb.Parent {
+		if scored(c) {
+			need[p] = true
+		}
+	}
+	for i := range n {
+		hp.rowOf[i] = -1
+		if need[i] {
+			hp.rowOf[i] = int32(len(hp.rowList))
+			hp.rowList = append(hp.rowList, int32(i))
+		}
+	}
+	R := len(hp.rowList)
+	hp.childOff = make([]int32, R+1)
+	for c, p := range mb.Parent {
+		hp.headRow[c] = -1
+		if scored(c) {
+			hp.headRow[c] = hp.rowOf[p]
+			hp.childOff[hp.rowOf[p]+1]++
+		}
+	}
+	for r := range R {
+		hp.childOff[r+1] += hp.childOff[r]
+	}
+	hp.childIdx = make([]int32, hp.childOff[R])
+	fill := append([]int32(nil), hp.childOff[:R]...)
+	for c, r := range hp.headRow {
+		if r >= 0 {
+			hp.childIdx[fill[r]] = int32(c)
+			fill[r]++
+		}
+	}
+	return hp
+}
+
+// uploadBatch validates mb and copies its index arrays (and the head plan the log-prob kernels
+// need) to the device.
 func (b *Backend) uploadBatch(mb *gpu.MicroBatch) error {
 	if err := mb.Validate(b.cfg.VocabSize); err != nil {
 		return fmt.Errorf("cuda: %w", err)
@@ -129,31 +181,18 @@ func (b *Backend) uploadBatch(mb *gpu.MicroBatch) error {
 		return err
 	}
 	a := &b.act
-	// children in CSR form: child_off[p]..child_off[p+1] index child_idx, children in node order
-	coff := make([]int32, n+1)
-	for _, p := range mb.Parent {
-		if p >= 0 {
-			coff[p+1]++
-		}
-	}
-	for i := 0; i < n; i++ {
-		coff[i+1] += coff[i]
-	}
-	idx := make([]int32, max(n, 1))
-	fill := append([]int32(nil), coff[:n]...)
-	for c, p := range mb.Parent {
-		if p >= 0 {
-			idx[fill[p]] = int32(c)
-			fill[p]++
-		}
-	}
+	hp := planHead(mb)
 	for _, u := range []struct {
 		dst dptr
 		src []int32
 	}{
-		{a.tokens, mb.Tokens}, {a.positions, mb.Positions}, {a.parent, mb.Parent}, {a.send, mb.SubtreeEnd},
-		{a.childOff, coff}, {a.childIdx, idx[:n]},
+		{a.tokens, mb.Tokens}, {a.positions, mb.Positions}, {a.send, mb.SubtreeEnd},
+		{a.headRow, hp.headRow}, {a.rowList, hp.rowList}, {a.rowOf, hp.rowOf},
+		{a.childOff, hp.childOff}, {a.childIdx, hp.childIdx},
 	} {
+		if len(u.src) == 0 {
+			continue
+		}
 		if err := h2dI32(u.dst, u.src); err != nil {
 			return fmt.Errorf("cuda: upload micro-batch: %w", err)
 		}
@@ -161,7 +200,7 @@ func (b *Backend) uploadBatch(mb *gpu.MicroBatch) error {
 	if err := statusErr(C.t2_tree_blockmax(i32p(a.blockmax), i32p(a.send), ci(n))); err != nil {
 		return fmt.Errorf("cuda: tree block maxima: %w", err)
 	}
-	b.n = n
+	b.n, b.headRows = n, len(hp.rowList)
 	return nil
 }
 
@@ -201,16 +240,15 @@ func (b *Backend) forward(mb *gpu.MicroBatch, keep bool) (logp, entropy []float3
 	})
 	s.do("zero logp", func() C.t2_status { return C.t2_memset(a.logp, 0, csz(4*n)) })
 	s.do("zero entropy", func() C.t2_status { return C.t2_memset(a.ent, 0, csz(4*n)) })
-	for r0 := 0; r0 < n; r0 += a.chunk {
-		rows := min(a.chunk, n-r0)
+	b.headChunks(&s, func(r0, rows int) {
 		s.do("lm_head", func() C.t2_status {
-			return C.t2_linear_fwd(b.ctx, a.logits, off(a.xf, r0*H, 2), b.pw(b.lmHead), ci(rows), ci(H), ci(V))
+			return C.t2_linear_fwd(b.ctx, a.logits, off(a.a, r0*H, 2), b.pw(b.lmHead), ci(rows), ci(H), ci(V))
 		})
 		s.do("log-probs", func() C.t2_status {
 			return C.t2_logprob_fwd(f32p(a.logp), f32p(a.ent), f32p(a.rowLse), f32p(a.rowEnt), a.logits,
-				i32p(a.tokens), i32p(a.parent), ci(n), ci(r0), ci(rows), ci(V))
+				i32p(a.tokens), i32p(a.headRow), ci(n), ci(r0), ci(rows), ci(V))
 		})
-	}
+	})
 	if s.err != nil {
 		return nil, nil, s.err
 	}
@@ -226,6 +264,22 @@ func (b *Backend) forward(mb *gpu.MicroBatch, keep bool) (logp, entropy []float3
 	}
 	b.haveForward = keep
 	return logp, entropy, nil
+}
+
+// headChunks gathers the head rows' final hidden states (a.xf rows a.rowList) into a.a, the layers'
+// scratch, free once the last layer has run, and calls each for every chunk [r0, r0+rows) of at
+// most a.chunk head rows; nothing when no node is scored.
+func (b *Backend) headChunks(s *seq, each func(r0, rows int)) {
+	a, R := &b.act, b.headRows
+	if R == 0 {
+		return
+	}
+	s.do("gather head rows", func() C.t2_status {
+		return C.t2_gather_rows(a.a, a.xf, i32p(a.rowList), ci(R), ci(b.cfg.HiddenSize))
+	})
+	for r0 := 0; r0 < R; r0 += a.chunk {
+		each(r0, min(a.chunk, R-r0))
+	}
 }
 
 // layerForward computes one decoder layer from xin into xout, leaving its activations in la.
@@ -277,22 +331,29 @@ func (b *Backend) backward(dlogp []float32) error {
 	}
 	var s seq
 	s.do("zero residual gradient", func() C.t2_status { return C.t2_memset(a.dresid, 0, csz(4*n*H)) })
-	for r0 := 0; r0 < n; r0 += a.chunk {
-		rows := min(a.chunk, n-r0)
+	// Head rows only: their input gradient is computed into a.dresidBF (free until the final
+	// norm's backward writes it), then scattered to a.dxn with zeros on every other node.
+	b.headChunks(&s, func(r0, rows int) {
 		s.do("lm_head (recomputed)", func() C.t2_status {
-			return C.t2_linear_fwd(b.ctx, a.logits, off(a.xf, r0*H, 2), b.pw(b.lmHead), ci(rows), ci(H), ci(V))
+			return C.t2_linear_fwd(b.ctx, a.logits, off(a.a, r0*H, 2), b.pw(b.lmHead), ci(rows), ci(H), ci(V))
 		})
 		s.do("log-prob backward", func() C.t2_status {
 			return C.t2_logprob_bwd(a.logits, f32p(a.rowLse), f32p(a.logp), f32p(a.dlogp), i32p(a.tokens),
 				i32p(a.childOff), i32p(a.childIdx), ci(r0), ci(rows), ci(V))
 		})
 		s.do("lm_head backward (input)", func() C.t2_status {
-			return C.t2_linear_bwd_x(b.ctx, off(a.dxn, r0*H, 2), a.logits, b.pw(b.lmHead), ci(rows), ci(H), ci(V))
+			return C.t2_linear_bwd_x(b.ctx, off(a.dresidBF, r0*H, 2), a.logits, b.pw(b.lmHead), ci(rows), ci(H), ci(V))
 		})
 		s.do("lm_head backward (weight)", func() C.t2_status {
-			return C.t2_linear_bwd_w(b.ctx, b.gw(b.lmHead), a.logits, off(a.xf, r0*H, 2), ci(rows), ci(H), ci(V))
+			return C.t2_linear_bwd_w(b.ctx, b.gw(b.lmHead), a.logits, off(a.a, r0*H, 2), ci(rows), ci(H), ci(V))
 		})
-	}
+	})
+	s.do("scatter head-row gradients", func() C.t2_status {
+		if b.headRows == 0 {
+			return C.t2_memset(a.dxn, 0, csz(2*n*H))
+		}
+		return C.t2_gather_rows(a.dxn, a.dresidBF, i32p(a.rowOf), ci(n), ci(H))
+	})
 	L := c.NumHiddenLayers
 	s.do("final norm backward", func() C.t2_status {
 		return C.t2_rmsnorm_bwd(f32p(a.dresid), a.dresidBF, b.gw(b.norm), a.dxn, a.xs[L], f32p(a.rstdf),

@@ -8,14 +8,10 @@ package cuda
 import "C"
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 
 	"tau2rl/gpu"
 	"tau2rl/gpu/safetensors"
@@ -28,28 +24,17 @@ import (
 
 var _ gpu.OptimizerStateSaver = (*Backend)(nil)
 
-// optBuffers are the three tensors kept per parameter, in file order, with the flat device buffer
-// each comes from.
-func (b *Backend) optBuffers() []struct {
-	suffix string
-	buf    dptr
-} {
-	return []struct {
-		suffix string
-		buf    dptr
-	}{{gpu.SuffixMaster, b.master}, {gpu.SuffixExpAvg, b.m}, {gpu.SuffixExpAvgSq, b.v}}
-}
-
-// optStateSpecs lists the tensors of the optimizer-state file in write order: per parameter (in
-// gpu.ParamSpecs order) its master weights, exp_avg and exp_avg_sq, all F32 of the parameter's shape.
-func (b *Backend) optStateSpecs() []safetensors.TensorSpec {
-	var ts []safetensors.TensorSpec
-	for _, s := range b.specs {
-		for _, o := range b.optBuffers() {
-			ts = append(ts, safetensors.TensorSpec{Name: s.Name + o.suffix, DType: safetensors.F32, Shape: s.Shape})
-		}
+// optBuffer is the flat device buffer holding the optimizer-state tensors with the given suffix
+// (one of gpu.OptimizerStateSuffixes).
+func (b *Backend) optBuffer(suffix string) dptr {
+	switch suffix {
+	case gpu.SuffixMaster:
+		return b.master
+	case gpu.SuffixExpAvg:
+		return b.m
+	default:
+		return b.v
 	}
-	return ts
 }
 
 // SaveOptimizerState writes gpu.OptimizerStateFile into dir (created if needed), one tensor at a
@@ -65,72 +50,12 @@ func (b *Backend) SaveOptimizerState(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("cuda: save optimizer state: %w", err)
 	}
-	meta := map[string]string{
-		"format":         gpu.OptimizerStateFormat,
-		"format_version": gpu.OptimizerStateFormatVersion,
-		"optimizer":      "adamw",
-		"step":           strconv.Itoa(b.step),
-	}
 	path := filepath.Join(dir, gpu.OptimizerStateFile)
-	if err := b.writeOptState(path, meta); err != nil {
+	err := gpu.WriteOptimizerState(path, b.cfg, b.step, func(p gpu.ParamSpec, suffix string) ([]float32, error) {
+		return b.tensor(b.optBuffer(suffix), p)
+	})
+	if err != nil {
 		return fmt.Errorf("cuda: save optimizer state %s: %w", path, err)
-	}
-	return nil
-}
-
-func (b *Backend) writeOptState(path string, meta map[string]string) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	specs := b.optStateSpecs()
-	sw, err := safetensors.NewWriter(bw, specs, meta)
-	if err != nil {
-		return err
-	}
-	for _, s := range b.specs {
-		for _, o := range b.optBuffers() {
-			vals, err := b.tensor(o.buf, s)
-			if err != nil {
-				return err
-			}
-			if err := sw.WriteFloat32(s.Name+o.suffix, vals); err != nil {
-				return err
-			}
-		}
-	}
-	if err := sw.Close(); err != nil {
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("fsync: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close: %w", err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", filepath.Dir(path), err)
 	}
 	return nil
 }
@@ -168,32 +93,13 @@ func (b *Backend) LoadOptimizerState(dir string) error {
 
 // checkOptState validates the whole file without touching the backend and returns its step.
 func (b *Backend) checkOptState(f *safetensors.File) (int, error) {
-	md := f.Header.Metadata
-	if md["format"] != gpu.OptimizerStateFormat {
-		return 0, fmt.Errorf("metadata format %q, want %q", md["format"], gpu.OptimizerStateFormat)
-	}
-	if md["format_version"] != gpu.OptimizerStateFormatVersion {
-		return 0, fmt.Errorf("format_version %q, this backend reads %q", md["format_version"], gpu.OptimizerStateFormatVersion)
-	}
-	if md["optimizer"] != "adamw" {
-		return 0, fmt.Errorf("optimizer %q, want adamw", md["optimizer"])
-	}
-	step, err := strconv.Atoi(md["step"])
-	if err != nil || step < 0 || strconv.Itoa(step) != md["step"] {
-		return 0, fmt.Errorf("step %q is not a non-negative integer", md["step"])
-	}
-	want := map[string]bool{}
-	for _, s := range b.optStateSpecs() {
-		want[s.Name] = true
-	}
-	for _, t := range f.Header.Tensors {
-		if !want[t.Name] {
-			return 0, fmt.Errorf("unexpected tensor %q: the file is for a different model config", t.Name)
-		}
+	step, err := gpu.CheckOptimizerStateHeader(b.cfg, f)
+	if err != nil {
+		return 0, err
 	}
 	for _, p := range b.specs {
-		for _, o := range b.optBuffers() {
-			if _, err := readOptTensor(f, p, o.suffix, step); err != nil {
+		for _, suf := range gpu.OptimizerStateSuffixes {
+			if _, err := gpu.ReadOptimizerStateTensor(f, p, suf, step); err != nil {
 				return 0, err
 			}
 		}
@@ -201,48 +107,17 @@ func (b *Backend) checkOptState(f *safetensors.File) (int, error) {
 	return step, nil
 }
 
-// readOptTensor reads and checks one tensor of the file (the checks gpu.OptimizerStateSaver lists).
-func readOptTensor(f *safetensors.File, p gpu.ParamSpec, suffix string, step int) ([]float32, error) {
-	name := p.Name + suffix
-	info, ok := f.Header.Lookup(name)
-	if !ok {
-		return nil, fmt.Errorf("missing tensor %q: the file is for a different model config", name)
-	}
-	if info.DType != safetensors.F32 {
-		return nil, fmt.Errorf("tensor %q is %s, want F32 (optimizer state is never rounded)", name, info.DType)
-	}
-	if !slices.Equal(info.Shape, p.Shape) {
-		return nil, fmt.Errorf("tensor %q has shape %v, this model's %s is %v", name, info.Shape, p.Name, p.Shape)
-	}
-	vals, _, err := f.Float32(name)
-	if err != nil {
-		return nil, err
-	}
-	for i, x := range vals {
-		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			return nil, fmt.Errorf("tensor %q[%d] = %v is not finite", name, i, x)
-		}
-		if suffix == gpu.SuffixExpAvgSq && x < 0 {
-			return nil, fmt.Errorf("tensor %q[%d] = %v: a second moment cannot be negative", name, i, x)
-		}
-		if step == 0 && suffix != gpu.SuffixMaster && x != 0 {
-			return nil, fmt.Errorf("tensor %q[%d] = %v at step 0: moments must be zero before the first step", name, i, x)
-		}
-	}
-	return vals, nil
-}
-
 // uploadOptState copies the checked file to the device buffers, refreshes the bf16 weights, zeroes
 // the gradients and sets the step count.
 func (b *Backend) uploadOptState(f *safetensors.File, step int) error {
 	for _, p := range b.specs {
-		for _, o := range b.optBuffers() {
-			vals, err := readOptTensor(f, p, o.suffix, step)
+		for _, suf := range gpu.OptimizerStateSuffixes {
+			vals, err := gpu.ReadOptimizerStateTensor(f, p, suf, step)
 			if err != nil {
 				return err
 			}
-			if err := h2dF32(off(o.buf, b.offs[p.Name], 4), vals); err != nil {
-				return fmt.Errorf("upload %s%s: %w", p.Name, o.suffix, err)
+			if err := h2dF32(off(b.optBuffer(suf), b.offs[p.Name], 4), vals); err != nil {
+				return fmt.Errorf("upload %s%s: %w", p.Name, suf, err)
 			}
 		}
 	}

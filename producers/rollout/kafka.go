@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 
 	tkafka "tau2rl/consumers/kafka"
 	"tau2rl/schemas"
@@ -78,16 +77,20 @@ func (io *KafkaIO) Close() error {
 
 // FollowVersions reads the compacted policy-versions topic from its start
 // and raises vs for every announcement, until ctx ends. Every producer must
-// see every version, so it reads in a consumer group of its own
-// ("<prefix>-<host>-<pid>-<random>", never committed; Kafka expires it after
-// the process is gone). Undecodable messages are logged and skipped: this
-// reader only learns versions, it never loses work.
-func FollowVersions(ctx context.Context, kc tkafka.Config, prefix string, vs *Versions, m *Metrics, km *tkafka.Metrics, log *slog.Logger) error {
-	host, _ := os.Hostname()
-	group := fmt.Sprintf("%s-%s-%d-%s", prefix, host, os.Getpid(), NewID()[:8])
+// see every version, so it reads every partition itself, without a consumer
+// group (tkafka.TopicReader): the principal needs only READ on the topic,
+// and nothing is left behind on the cluster when the process exits. The
+// topic is compacted, so reading it from the start costs about one message
+// per key before the reader is caught up and follows new versions.
+// Undecodable messages are logged and skipped: this reader only learns
+// versions, it never loses work.
+func FollowVersions(ctx context.Context, kc tkafka.Config, vs *Versions, m *Metrics, km *tkafka.Metrics, log *slog.Logger) error {
 	kc.Reader.StartOffset = "earliest"
-	r, err := tkafka.NewGroupReader(kc, group, []string{kc.Topics.PolicyVersions}, km)
+	r, err := tkafka.NewTopicReader(ctx, kc, kc.Topics.PolicyVersions, km)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return fmt.Errorf("rollout: policy versions: %w", err)
 	}
 	defer r.Close()

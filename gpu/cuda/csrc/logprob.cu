@@ -3,19 +3,44 @@
  * backward, without ever holding fp32 logits (the caller computes bf16 logits for a few thousand
  * rows at a time; 151,936 × 4 bytes per token for the whole micro-batch would not fit).
  *
+ * Rows are "head rows": the compacted list of nodes that are the parent of at least one scored node
+ * (gpu.MicroBatch.Score), gathered into a dense [R, hidden] matrix by t2_gather_rows, so nodes whose
+ * distribution nobody needs (mostly prompt tokens in RL batches) never reach the 151,936-wide head.
+ *
  * Forward, one block per row: one pass with a running max keeps m, Σe^(x−m) and Σe^(x−m)·x, giving
- * lse = m + log Σ and entropy = lse − E[x]. A second tiny kernel gathers, per child node, the logit of
- * its token from its parent's row (a branching node's row scores several children).
+ * lse = m + log Σ and entropy = lse − E[x]. A second tiny kernel gathers, per scored child node, the
+ * logit of its token from its parent's head row (a branching node's row scores several children).
  *
  * Backward, in place: d logp_c / d x = onehot(t_c) − softmax(x), so the row's gradient is
  * −softmax·G + Σ_c g_c·onehot(t_c) with G = Σ_c g_c over the row's children (llm.c's fused_classifier
  * idea). Only Backward's dlogp flows; entropy carries no gradient.
- * defines: t2_logprob_fwd, t2_logprob_bwd
+ * defines: t2_gather_rows, t2_logprob_fwd, t2_logprob_bwd
  */
 #include "common.cuh"
 #include <math.h>
 
 #define LP_THREADS 512
+
+/* One block per destination row; 16-byte vectors when the row width allows (hidden sizes are
+ * multiples of 8), bf16 elements otherwise. */
+__global__ void gather_rows_kernel(bf16 *dst, const bf16 *src, const int32_t *idx, int h) {
+    const int r = blockIdx.x, i = idx[r];
+    bf16 *d = dst + (size_t)r * h;
+    if (h % 8 == 0) {
+        uint4 *d4 = (uint4 *)d;
+        const uint4 *s4 = (const uint4 *)(src + (size_t)(i < 0 ? 0 : i) * h);
+        for (int k = threadIdx.x; k < h / 8; k += blockDim.x) d4[k] = i < 0 ? make_uint4(0, 0, 0, 0) : s4[k];
+        return;
+    }
+    for (int k = threadIdx.x; k < h; k += blockDim.x) d[k] = i < 0 ? __float2bfloat16(0.f) : src[(size_t)i * h + k];
+}
+
+extern "C" t2_status t2_gather_rows(void *dst, const void *src, const int32_t *idx, int rows, int h) {
+    T2_REQUIRE(rows > 0 && h > 0, "t2_gather_rows(shape)");
+    gather_rows_kernel<<<rows, 256>>>((bf16 *)dst, (const bf16 *)src, idx, h);
+    T2_LAUNCHED("gather_rows_kernel");
+    return t2_ok();
+}
 
 __device__ __forceinline__ void lse_merge(float &m, float &s, float &t, float m2, float s2, float t2) {
     const float mm = fmaxf(m, m2);
@@ -75,23 +100,23 @@ __global__ void logprob_rows_kernel(float *row_lse, float *row_ent, const bf16 *
 }
 
 __global__ void logprob_gather_kernel(float *logp, float *entropy, const float *row_lse, const float *row_ent,
-                                      const bf16 *logits, const int32_t *tokens, const int32_t *parent, int n, int r0,
+                                      const bf16 *logits, const int32_t *tokens, const int32_t *head_row, int n, int r0,
                                       int rows, int v) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= n) return;
-    const int p = parent[c];
-    if (p < r0 || p >= r0 + rows) return;
-    logp[c] = __bfloat162float(logits[(size_t)(p - r0) * v + tokens[c]]) - row_lse[p];
-    entropy[c] = row_ent[p];
+    const int r = head_row[c]; /* -1: a root or an unscored node */
+    if (r < r0 || r >= r0 + rows) return;
+    logp[c] = __bfloat162float(logits[(size_t)(r - r0) * v + tokens[c]]) - row_lse[r];
+    entropy[c] = row_ent[r];
 }
 
 extern "C" t2_status t2_logprob_fwd(float *logp, float *entropy, float *row_lse, float *row_ent, const void *logits,
-                                    const int32_t *tokens, const int32_t *parent, int n, int r0, int rows, int v) {
+                                    const int32_t *tokens, const int32_t *head_row, int n, int r0, int rows, int v) {
     T2_REQUIRE(n > 0 && rows > 0 && v > 0 && r0 >= 0 && r0 + rows <= n, "t2_logprob_fwd(shape)");
     logprob_rows_kernel<<<rows, LP_THREADS>>>(row_lse, row_ent, (const bf16 *)logits, r0, v);
     T2_LAUNCHED("logprob_rows_kernel");
     logprob_gather_kernel<<<ceil_div(n, 256), 256>>>(logp, entropy, row_lse, row_ent, (const bf16 *)logits, tokens,
-                                                     parent, n, r0, rows, v);
+                                                     head_row, n, r0, rows, v);
     T2_LAUNCHED("logprob_gather_kernel");
     return t2_ok();
 }

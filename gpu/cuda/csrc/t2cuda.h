@@ -106,15 +106,22 @@ t2_status t2_f32_to_bf16(void *dst, const float *src, size_t count);
 t2_status t2_bf16_to_f32(float *dst, const void *src, size_t count);
 
 /* ---- logprob.cu: chunked log-softmax gather + entropy over the vocabulary ---- */
-/* For logits rows [r0, r0+rows) of the micro-batch (bf16 [rows, v], computed by the caller for those
- * rows): row_lse[r] and row_ent[r] per row (fp32, one pass, online max); then every node c whose
- * parent[c] lies in [r0, r0+rows) gets logp[c] = logits[parent[c], tokens[c]] − row_lse[parent[c]]
- * and entropy[c] = row_ent[parent[c]]. Roots are left untouched (the caller zeroes them). */
+/* Head rows are the nodes that parent at least one scored node, in node order (R of them); the
+ * caller gathers their hidden states into a dense [R, h] matrix and runs the head on chunks of it.
+ * t2_gather_rows: dst row r (bf16 [rows, h]) = src row idx[r], or zeros where idx[r] < 0 (used both
+ * to gather head rows and to scatter their gradient back to all nodes). */
+t2_status t2_gather_rows(void *dst, const void *src, const int32_t *idx, int rows, int h);
+/* For head rows [r0, r0+rows) (bf16 logits [rows, v], computed by the caller for those rows):
+ * row_lse[r] and row_ent[r] per row (fp32, one pass, online max); then every node c whose head_row[c]
+ * (its parent's head row, −1 for roots and unscored nodes) lies in [r0, r0+rows) gets
+ * logp[c] = logits[head_row[c], tokens[c]] − row_lse[head_row[c]] and entropy[c] = row_ent[head_row[c]].
+ * Other nodes are left untouched (the caller zeroes them). */
 t2_status t2_logprob_fwd(float *logp, float *entropy, float *row_lse, float *row_ent, const void *logits,
-                         const int32_t *tokens, const int32_t *parent, int n, int r0, int rows, int v);
-/* In place over the same rows: logits → dlogits = Σ_children g_c·(onehot(t_c) − softmax) (bf16), where
- * child_off [n+1] / child_idx list each row's children (CSR), g = dlogp, and logp holds the forward
- * log-probs (so the target probability needs no second read of the overwritten logit). */
+                         const int32_t *tokens, const int32_t *head_row, int n, int r0, int rows, int v);
+/* In place over the same head rows: logits → dlogits = Σ_children g_c·(onehot(t_c) − softmax) (bf16),
+ * where child_off [R+1] / child_idx list each head row's scored children (CSR), g = dlogp, and logp
+ * holds the forward log-probs (so the target probability needs no second read of the overwritten
+ * logit). */
 t2_status t2_logprob_bwd(void *logits, const float *row_lse, const float *logp, const float *dlogp,
                          const int32_t *tokens, const int32_t *child_off, const int32_t *child_idx, int r0,
                          int rows, int v);
