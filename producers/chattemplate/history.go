@@ -60,38 +60,45 @@ type History interface {
 // greeting, first user message), rendered with the template and its
 // generation prompt.
 func New(mode Mode, tok *tokenizer.Tokenizer, initial []Message, opts Options) (History, error) {
+	opts.AddGenerationPrompt = true
+	b, err := newBase(tok, opts)
+	if err != nil {
+		return nil, err
+	}
+	b.msgs = slices.Clone(initial)
+	switch mode {
+	case ModeIncremental, "", ModeRerender:
+	default:
+		return nil, fmt.Errorf("chattemplate: unknown history mode %q", mode)
+	}
+	text, err := Render(initial, opts)
+	if err != nil {
+		return nil, err
+	}
+	if mode == ModeRerender {
+		return &Rerender{base: b, ids: tok.Encode(text)}, nil
+	}
+	return &Incremental{base: b, ids: tok.Encode(text)}, nil
+}
+
+// newBase looks up the special tokens a history needs in tok. opts must
+// already have AddGenerationPrompt set.
+func newBase(tok *tokenizer.Tokenizer, opts Options) (*base, error) {
 	if tok == nil {
 		return nil, fmt.Errorf("chattemplate: nil tokenizer")
 	}
-	opts.AddGenerationPrompt = true
-	base := &base{tok: tok, opts: opts, msgs: slices.Clone(initial)}
+	b := &base{tok: tok, opts: opts}
 	imEnd, ok := tok.AddedTokenID(IMEnd)
 	if !ok {
 		return nil, fmt.Errorf("chattemplate: tokenizer has no %s token", IMEnd)
 	}
-	base.imEnd = imEnd
+	b.imEnd = imEnd
 	for _, s := range []string{IMEnd, "<|endoftext|>"} {
 		if id, ok := tok.AddedTokenID(s); ok {
-			base.stops = append(base.stops, id)
+			b.stops = append(b.stops, id)
 		}
 	}
-	switch mode {
-	case ModeIncremental, "":
-		h := &Incremental{base: base}
-		text, err := Render(initial, opts)
-		if err != nil {
-			return nil, err
-		}
-		h.ids = tok.Encode(text)
-		return h, nil
-	case ModeRerender:
-		text, err := Render(initial, opts)
-		if err != nil {
-			return nil, err
-		}
-		return &Rerender{base: base, ids: tok.Encode(text)}, nil
-	}
-	return nil, fmt.Errorf("chattemplate: unknown history mode %q", mode)
+	return b, nil
 }
 
 type base struct {

@@ -119,8 +119,8 @@ type TokenAgentFactory struct {
 	// prefixes caches the tokenized system turn (policy + tools) and the
 	// greeting per distinct prompt, so an episode tokenizes only its own
 	// turns: the ~7k-token τ² system prompt is the same for every episode
-	// of a domain. The cached ids are never modified.
-	prefixes sync.Map // string -> []int32
+	// of a domain. Prefixes are immutable.
+	prefixes sync.Map // string -> *chattemplate.Prefix
 }
 
 // NewAgent implements AgentFactory.
@@ -162,21 +162,18 @@ func (f *TokenAgentFactory) newHistory(spec AgentSpec, first []chattemplate.Mess
 		key.WriteByte(1)
 		key.WriteString(m.Role + "\x00" + m.Content)
 	}
-	var prefix []int32
+	var prefix *chattemplate.Prefix
 	if v, ok := f.prefixes.Load(key.String()); ok {
-		prefix = v.([]int32)
+		prefix = v.(*chattemplate.Prefix)
 	} else {
-		text, err := chattemplate.Render(initial, opts)
+		p, err := chattemplate.NewPrefix(f.Tokenizer, initial, opts)
 		if err != nil {
 			return nil, err
 		}
-		if !strings.HasSuffix(text, chattemplate.IMEnd+"\n") {
-			return nil, fmt.Errorf("rendered prefix does not end with %s", chattemplate.IMEnd)
-		}
-		prefix = f.Tokenizer.Encode(text)
-		f.prefixes.Store(key.String(), prefix)
+		v, _ := f.prefixes.LoadOrStore(key.String(), p)
+		prefix = v.(*chattemplate.Prefix)
 	}
-	return newIncremental(f.Tokenizer, prefix, initial, first, opts)
+	return chattemplate.NewIncremental(prefix, first)
 }
 
 type tokenAgent struct {

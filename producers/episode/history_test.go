@@ -9,11 +9,15 @@ import (
 
 	"tau2rl/producers/chattemplate"
 	"tau2rl/producers/tokenizer"
+	"tau2rl/schemas"
 )
 
-// TestIncrementalFromPrefixEqualsChattemplate: the cached-prefix history
-// produces exactly chattemplate.New's incremental prompts, call after call.
-func TestIncrementalFromPrefixEqualsChattemplate(t *testing.T) {
+// TestAgentHistoryFromCachedPrefix: the token agent's incremental history
+// is chattemplate's Incremental (whose later prompts prefix_test.go there
+// checks), started from the factory's cached prefix (built by the first
+// agent of a prompt, reused by the next) with the same first prompt as
+// chattemplate.New on the whole conversation; rerender mode is New's.
+func TestAgentHistoryFromCachedPrefix(t *testing.T) {
 	dir, err := tokenizer.LocateQwen3()
 	if errors.Is(err, tokenizer.ErrNotFound) {
 		t.Skip("Qwen3 tokenizer not found")
@@ -26,63 +30,50 @@ func TestIncrementalFromPrefixEqualsChattemplate(t *testing.T) {
 	off := false
 	for _, tc := range []struct {
 		name     string
+		mode     chattemplate.Mode
 		initial  []chattemplate.Message
 		first    []chattemplate.Message
 		thinking *bool
 	}{
-		{"greeting", []chattemplate.Message{{Role: "system", Content: AgentSystemPrompt("Policy: be nice.\n\n## Rules\n- one\n")}, {Role: "assistant", Content: Greeting}},
+		{"greeting", "", []chattemplate.Message{{Role: "system", Content: AgentSystemPrompt("Policy: be nice.\n\n## Rules\n- one\n")}, {Role: "assistant", Content: Greeting}},
 			[]chattemplate.Message{{Role: "user", Content: "Hi, I want to cancel reservation EHGLP3. Ça va? 🙂"}}, nil},
-		{"thinking off", []chattemplate.Message{{Role: "system", Content: AgentSystemPrompt("P")}, {Role: "assistant", Content: Greeting}},
+		{"thinking off", chattemplate.ModeIncremental, []chattemplate.Message{{Role: "system", Content: AgentSystemPrompt("P")}, {Role: "assistant", Content: Greeting}},
 			[]chattemplate.Message{{Role: "user", Content: "hello\n\nthere  "}}, &off},
-		{"solo", []chattemplate.Message{{Role: "system", Content: SoloSystemPrompt("P", nil)}}, nil, nil},
+		{"solo", "", []chattemplate.Message{{Role: "system", Content: SoloSystemPrompt("P", nil)}}, nil, nil},
+		{"rerender", chattemplate.ModeRerender, []chattemplate.Message{{Role: "system", Content: AgentSystemPrompt("P")}, {Role: "assistant", Content: Greeting}},
+			[]chattemplate.Message{{Role: "user", Content: "hello"}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := chattemplate.Options{Tools: tools, EnableThinking: tc.thinking}
-			ref, err := chattemplate.New(chattemplate.ModeIncremental, tok, slices.Concat(tc.initial, tc.first), opts)
+			ref, err := chattemplate.New(tc.mode, tok, slices.Concat(tc.initial, tc.first), opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			prefixText, err := chattemplate.Render(tc.initial, opts)
-			if err != nil {
-				t.Fatal(err)
+			f := &TokenAgentFactory{Tokenizer: tok, Mode: tc.mode, EnableThinking: tc.thinking}
+			spec := AgentSpec{System: tc.initial[0].Content, Tools: tools}
+			for _, m := range tc.initial[1:] {
+				spec.Initial = append(spec.Initial, schemas.Message{Role: schemas.Role(m.Role), Content: m.Content})
 			}
-			got, err := newIncremental(tok, tok.Encode(prefixText), tc.initial, tc.first, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			imEnd, _ := tok.AddedTokenID(chattemplate.IMEnd)
-			steps := []struct {
-				completion string
-				next       []chattemplate.Message
-			}{
-				{"<think>\nI should look the user up.\n</think>\n\n<tool_call>\n{\"name\": \"get_user_details\", \"arguments\": {\"user_id\": \"raj_1\"}}\n</tool_call>",
-					[]chattemplate.Message{{Role: "tool", Content: `{"user_id": "raj_1", "name": "Raj"}`}}},
-				{"<tool_call>\n{\"name\": \"think\", \"arguments\": {\"thoughts\": \"x\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_user_details\", \"arguments\": {}}\n</tool_call>",
-					[]chattemplate.Message{{Role: "tool", Content: ThinkResult}, {Role: "tool", Content: "Error: missing"}}},
-				{"Done, your reservation is cancelled.", []chattemplate.Message{{Role: "user", Content: "Thanks ###STOP###"}}},
-			}
-			for i, st := range steps {
-				if !slices.Equal(got.Prompt(), ref.Prompt()) {
-					t.Fatalf("step %d: prompts differ (%d vs %d tokens)", i, len(got.Prompt()), len(ref.Prompt()))
-				}
-				ids := append(tok.Encode(st.completion), imEnd)
-				c1, err1 := got.AddCompletion(ids)
-				c2, err2 := ref.AddCompletion(ids)
-				if err1 != nil || err2 != nil || c1.Invalid != c2.Invalid || len(c1.ToolCalls) != len(c2.ToolCalls) {
-					t.Fatalf("step %d: completions %+v %v / %+v %v", i, c1, err1, c2, err2)
-				}
-				if err := got.AddMessages(st.next...); err != nil {
+			for agent := range 2 {
+				h, err := f.newHistory(spec, tc.first)
+				if err != nil {
 					t.Fatal(err)
 				}
-				if err := ref.AddMessages(st.next...); err != nil {
-					t.Fatal(err)
+				if !slices.Equal(h.Prompt(), ref.Prompt()) {
+					t.Fatalf("agent %d: first prompt differs from chattemplate.New (%d vs %d tokens)", agent, len(h.Prompt()), len(ref.Prompt()))
+				}
+				if len(h.Messages()) != len(ref.Messages()) {
+					t.Errorf("agent %d: %d messages, want %d", agent, len(h.Messages()), len(ref.Messages()))
+				}
+				_, incremental := h.(*chattemplate.Incremental)
+				if incremental != (tc.mode != chattemplate.ModeRerender) {
+					t.Errorf("agent %d: mode %q gave a %T", agent, tc.mode, h)
 				}
 			}
-			if !slices.Equal(got.Prompt(), ref.Prompt()) {
-				t.Fatal("final prompts differ")
-			}
-			if len(got.Messages()) != len(ref.Messages()) {
-				t.Errorf("messages %d vs %d", len(got.Messages()), len(ref.Messages()))
+			cached := 0
+			f.prefixes.Range(func(any, any) bool { cached++; return true })
+			if want := map[bool]int{true: 0, false: 1}[tc.mode == chattemplate.ModeRerender]; cached != want {
+				t.Errorf("%d cached prefixes after two agents of one prompt, want %d", cached, want)
 			}
 		})
 	}

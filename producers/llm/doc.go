@@ -21,6 +21,15 @@
 // errors, timeouts, 429 and 5xx (never on other 4xx), honouring Retry-After,
 // and Prometheus metrics (tau2rl_llm_*) on an injectable registerer.
 //
+// Several policy endpoints (data-parallel servers) form a Balanced pool:
+// each call goes to the endpoint in service with the fewest calls in flight,
+// and passive health tracking (HealthConfig) ejects an endpoint after
+// consecutive infrastructure failures for a doubling cool-down, then lets one
+// probe call decide whether it returns; with every endpoint ejected, calls go
+// to the least recently failed one instead of failing untried
+// (tau2rl_llm_healthy_endpoints, tau2rl_llm_endpoint_in_service,
+// tau2rl_llm_endpoint_ejections_total).
+//
 // Errors are *Error values that wrap one kind — ErrUnavailable (an
 // infrastructure failure: never to be scored as a reward), ErrRejected (4xx)
 // or ErrBadResponse (undecodable or inconsistent 2xx) — or the caller's

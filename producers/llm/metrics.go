@@ -15,6 +15,9 @@ type Metrics struct {
 	retries  *prometheus.CounterVec   // endpoint, op, reason
 	tokens   *prometheus.CounterVec   // endpoint, direction
 	inflight *prometheus.GaugeVec     // endpoint
+	healthy  prometheus.Gauge         // endpoints in service, over the process's pools
+	up       *prometheus.GaugeVec     // endpoint: 1 in service, 0 ejected
+	ejected  *prometheus.CounterVec   // endpoint
 }
 
 // Outcome label values of tau2rl_llm_requests_total.
@@ -52,6 +55,18 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: "tau2rl", Subsystem: "llm", Name: "inflight",
 			Help: "Calls holding a concurrency slot of the endpoint.",
 		}, []string{"endpoint"}),
+		healthy: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "tau2rl", Subsystem: "llm", Name: "healthy_endpoints",
+			Help: "Policy endpoints in service (not ejected by passive health tracking), over the pools that have served calls.",
+		}),
+		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "tau2rl", Subsystem: "llm", Name: "endpoint_in_service",
+			Help: "1 while the policy endpoint is in service, 0 while passive health tracking has it ejected.",
+		}, []string{"endpoint"}),
+		ejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "tau2rl", Subsystem: "llm", Name: "endpoint_ejections_total",
+			Help: "Times passive health tracking ejected the policy endpoint (after consecutive infrastructure failures, or a failed probe).",
+		}, []string{"endpoint"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -70,6 +85,15 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		return nil, err
 	}
 	if m.inflight, err = register(reg, m.inflight); err != nil {
+		return nil, err
+	}
+	if m.healthy, err = register(reg, m.healthy); err != nil {
+		return nil, err
+	}
+	if m.up, err = register(reg, m.up); err != nil {
+		return nil, err
+	}
+	if m.ejected, err = register(reg, m.ejected); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -114,5 +138,25 @@ func (m *Metrics) Tokens(endpoint string, in, out int) {
 func (m *Metrics) inflightAdd(endpoint string, d float64) {
 	if m != nil {
 		m.inflight.WithLabelValues(endpoint).Add(d)
+	}
+}
+
+// endpointHealth records an endpoint entering (in) or leaving service.
+func (m *Metrics) endpointHealth(endpoint string, in bool) {
+	if m == nil {
+		return
+	}
+	if in {
+		m.healthy.Inc()
+		m.up.WithLabelValues(endpoint).Set(1)
+		return
+	}
+	m.healthy.Dec()
+	m.up.WithLabelValues(endpoint).Set(0)
+}
+
+func (m *Metrics) ejection(endpoint string) {
+	if m != nil {
+		m.ejected.WithLabelValues(endpoint).Inc()
 	}
 }

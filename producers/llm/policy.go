@@ -3,8 +3,6 @@ package llm
 import (
 	"context"
 	"fmt"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -108,16 +106,19 @@ type PolicyConfig struct {
 	Backend string `yaml:"backend"`
 	// Model is sent as "model" to vLLM (its served model name).
 	Model string `yaml:"model"`
-	// Endpoints are the inference servers; calls go to the one with the
-	// fewest calls in flight. At least one.
+	// Endpoints are the inference servers; calls go to the healthy one with
+	// the fewest calls in flight. At least one.
 	Endpoints []EndpointConfig `yaml:"endpoints"`
+	// Health is the passive health tracking that takes failing endpoints
+	// out of rotation (zero values: the documented defaults).
+	Health HealthConfig `yaml:"health"`
 }
 
 // DefaultPolicyConfig is SGLang on its default local port.
 func DefaultPolicyConfig() PolicyConfig {
 	e := DefaultEndpointConfig()
 	e.BaseURL = "http://127.0.0.1:30000"
-	return PolicyConfig{Backend: BackendSGLang, Endpoints: []EndpointConfig{e}}
+	return PolicyConfig{Backend: BackendSGLang, Endpoints: []EndpointConfig{e}, Health: DefaultHealthConfig()}
 }
 
 // Backend names.
@@ -136,7 +137,7 @@ func NewPolicy(cfg PolicyConfig, reg prometheus.Registerer) (Policy, Reloader, e
 	if len(cfg.Endpoints) == 0 {
 		return nil, nil, fmt.Errorf("llm: policy: no endpoints configured")
 	}
-	var policies []Policy
+	var members []Member
 	var reloaders []Reloader
 	for _, ec := range cfg.Endpoints {
 		ep, err := NewEndpoint(ec, m)
@@ -145,52 +146,20 @@ func NewPolicy(cfg PolicyConfig, reg prometheus.Registerer) (Policy, Reloader, e
 		}
 		switch cfg.Backend {
 		case BackendSGLang, "":
-			policies = append(policies, NewSGLang(ep))
+			members = append(members, Member{Name: ep.Name(), Policy: NewSGLang(ep)})
 			reloaders = append(reloaders, NewSGLangReloader(ep, SGLangReloadOptions{}))
 		case BackendVLLM:
-			policies = append(policies, NewVLLM(ep, cfg.Model))
+			members = append(members, Member{Name: ep.Name(), Policy: NewVLLM(ep, cfg.Model)})
 			reloaders = append(reloaders, NewVLLMReloader(ep))
 		default:
 			return nil, nil, fmt.Errorf("llm: policy backend %q: want %q or %q", cfg.Backend, BackendSGLang, BackendVLLM)
 		}
 	}
-	if len(policies) == 1 {
-		return policies[0], reloaders[0], nil
+	var reloader Reloader = MultiReloader(reloaders)
+	if len(reloaders) == 1 {
+		reloader = reloaders[0]
 	}
-	return NewBalanced(policies...), MultiReloader(reloaders), nil
-}
-
-// Balanced spreads calls over several policies (data-parallel servers),
-// choosing the one with the fewest calls in flight (ties: round robin).
-type Balanced struct {
-	mu       sync.Mutex
-	policies []Policy
-	inflight []int
-	next     int
-}
-
-// NewBalanced balances over ps (at least one).
-func NewBalanced(ps ...Policy) *Balanced {
-	return &Balanced{policies: slices.Clone(ps), inflight: make([]int, len(ps))}
-}
-
-// Generate implements Policy.
-func (b *Balanced) Generate(ctx context.Context, req GenerateRequest) (GenerateResult, error) {
-	b.mu.Lock()
-	best := -1
-	for k := range b.policies {
-		i := (b.next + k) % len(b.policies)
-		if best < 0 || b.inflight[i] < b.inflight[best] {
-			best = i
-		}
-	}
-	b.next = (best + 1) % len(b.policies)
-	b.inflight[best]++
-	b.mu.Unlock()
-	defer func() {
-		b.mu.Lock()
-		b.inflight[best]--
-		b.mu.Unlock()
-	}()
-	return b.policies[best].Generate(ctx, req)
+	// A single endpoint is wrapped too, so that its health shows in the
+	// metrics; with nothing to fail over to, its calls still go to it.
+	return NewBalancedPool(cfg.Health, m, members...), reloader, nil
 }
