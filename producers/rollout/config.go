@@ -39,6 +39,9 @@ type PolicyConfig struct {
 	// llm.EndpointConfig keys (base_url, max_concurrency,
 	// request_timeout, max_retries, …). Default [http://127.0.0.1:30000].
 	Endpoints []Endpoint `yaml:"endpoints"`
+	// Health is the passive health tracking that takes failing endpoints
+	// out of rotation (llm.HealthConfig; default llm.DefaultHealthConfig).
+	Health llm.HealthConfig `yaml:"health"`
 	// Tokenizer is the Qwen3 tokenizer.json; empty finds
 	// $QWEN3_TOKENIZER_DIR or ../shared/qwen3-tokenizer.
 	Tokenizer string `yaml:"tokenizer"`
@@ -98,6 +101,7 @@ func DefaultRunnerConfig() RunnerConfig {
 		Policy: PolicyConfig{
 			Mode: ModeToken, Name: "policy", Backend: llm.BackendSGLang,
 			Endpoints: []Endpoint{{EndpointConfig: withURL(llm.DefaultEndpointConfig(), "http://127.0.0.1:30000")}},
+			Health:    llm.DefaultHealthConfig(),
 			History:   string(chattemplate.ModeIncremental), EngineMaxTokens: 16384, MaxNewTokens: 8192,
 			Chat: llm.DefaultChatConfig(),
 		},
@@ -247,7 +251,7 @@ func withURL(c llm.EndpointConfig, url string) llm.EndpointConfig {
 
 // PolicyServer returns the llm.PolicyConfig of the token-mode endpoints.
 func (p *PolicyConfig) PolicyServer() llm.PolicyConfig {
-	out := llm.PolicyConfig{Backend: p.Backend, Model: p.Model}
+	out := llm.PolicyConfig{Backend: p.Backend, Model: p.Model, Health: p.Health}
 	for _, e := range p.Endpoints {
 		out.Endpoints = append(out.Endpoints, e.EndpointConfig)
 	}
