@@ -67,23 +67,23 @@ func NewBinaries(root, dir string) *Binaries {
 func (b *Binaries) Build(names ...string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var todo []string
+	var toBuild []string
 	for _, n := range names {
 		if _, ok := b.built[n]; !ok {
-			todo = append(todo, n)
+			toBuild = append(toBuild, n)
 		}
 	}
-	if len(todo) > 0 {
+	if len(toBuild) > 0 {
 		args := []string{"build", "-o", b.Dir + string(filepath.Separator)}
-		for _, n := range todo {
+		for _, n := range toBuild {
 			args = append(args, "./cmd/"+n)
 		}
 		cmd := exec.Command("go", args...)
 		cmd.Dir = b.Root
 		out, err := cmd.CombinedOutput()
-		for _, n := range todo {
+		for _, n := range toBuild {
 			if err != nil {
-				b.built[n] = fmt.Errorf("go build %s: %v\n%s", strings.Join(todo, " "), err, out)
+				b.built[n] = fmt.Errorf("go build %s: %v\n%s", strings.Join(toBuild, " "), err, out)
 			} else {
 				b.built[n] = nil
 			}
