@@ -25,9 +25,17 @@ type AgentSpec struct {
 	// ToolChoiceRequired is set for the solo agent (τ² sends
 	// tool_choice="required"); chat agents forward it.
 	ToolChoiceRequired bool
-	// Initial are messages already in the agent's history before its first
-	// call (the greeting).
+	// Initial are fixed messages already in the agent's history before its
+	// first call (the greeting): token agents tokenize them once, with the
+	// system turn, for every episode that shares them.
 	Initial []schemas.Message
+	// History is the agent's view of a task's message_history (τ²'s
+	// is_valid_agent_history_message filter), in its history after Initial
+	// and before the first call's input. It is the episode's own: never
+	// part of the cached prefix, and, in token mode, prompt tokens of the
+	// first call (not completions), rendered as Qwen3's template renders
+	// the conversation.
+	History []schemas.Message
 	// Sampling are the request's decoding parameters.
 	Sampling schemas.SamplingParams
 	// Seed is the trial's seed.
@@ -142,12 +150,25 @@ func (f *TokenAgentFactory) NewAgent(spec AgentSpec) (Agent, error) {
 
 // newHistory starts an agent's history. Incremental histories reuse the
 // cached tokenization of the episode-independent prefix (system turn and
-// initial messages); rerender histories are built by chattemplate.
+// initial messages) and render the rest (spec.History, then first) as
+// turns after it; rerender histories are built by chattemplate. Either
+// way the first prompt is the template's rendering of the whole
+// conversation: a prefix ends with a closed turn, and the history's
+// assistant turns are never the last message of a prompt (a prompt ends
+// with the turns the agent answers), so the template renders them without
+// a thinking block wherever they stand.
 func (f *TokenAgentFactory) newHistory(spec AgentSpec, first []chattemplate.Message) (chattemplate.History, error) {
 	opts := chattemplate.Options{Tools: spec.Tools, EnableThinking: f.EnableThinking}
 	initial := []chattemplate.Message{{Role: chattemplate.RoleSystem, Content: spec.System}}
 	for _, m := range spec.Initial {
 		initial = append(initial, agentMessage(m))
+	}
+	if len(spec.History) > 0 {
+		hist := make([]chattemplate.Message, 0, len(spec.History)+len(first))
+		for _, m := range spec.History {
+			hist = append(hist, agentMessage(m))
+		}
+		first = append(hist, first...)
 	}
 	if f.Mode != chattemplate.ModeIncremental && f.Mode != "" {
 		return chattemplate.New(f.Mode, f.Tokenizer, append(initial, first...), opts)

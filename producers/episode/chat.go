@@ -112,6 +112,9 @@ func (f *ChatAgentFactory) NewAgent(spec AgentSpec) (Agent, error) {
 	for _, m := range spec.Initial {
 		a.history = append(a.history, chatMessage(m))
 	}
+	for _, m := range spec.History {
+		a.history = append(a.history, chatMessage(m))
+	}
 	return a, nil
 }
 
@@ -185,8 +188,13 @@ type UserSpec struct {
 	// Tools are the user's tool schemas (telecom device, mock inbox); nil
 	// when the domain gives the user no tools.
 	Tools []json.RawMessage
-	Seed  int64
-	Tag   Tag
+	// History is the user's view of a task's message_history (τ²'s
+	// is_valid_user_history_message filter: its own messages, the agent's
+	// text, results of its own tool calls), in its history before the
+	// first call's input.
+	History []schemas.Message
+	Seed    int64
+	Tag     Tag
 }
 
 // UserTurn is one user-simulator message.
@@ -229,8 +237,38 @@ func (f *ChatUserFactory) NewUser(spec UserSpec) (User, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &chatUser{f: f, spec: spec, tools: tools,
-		history: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleSystem, Content: spec.System}}}, nil
+	u := &chatUser{f: f, spec: spec, tools: tools,
+		history: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleSystem, Content: spec.System}}}
+	for i, m := range spec.History {
+		cm, err := flipRole(m)
+		if err != nil {
+			return nil, fmt.Errorf("episode: user simulator history %d: %w", i, err)
+		}
+		u.history = append(u.history, cm)
+	}
+	return u, nil
+}
+
+// flipRole is τ²'s UserState.flip_roles for one message: the simulator's
+// own messages become "assistant" (with their tool calls), the agent's text
+// becomes "user", results of its own tool calls stay "tool". Agent tool
+// calls and their results must never reach the user.
+func flipRole(m schemas.Message) (openai.ChatCompletionMessage, error) {
+	switch m.Role {
+	case schemas.RoleUser:
+		return openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: m.Content, ToolCalls: chatToolCalls(m.ToolCalls)}, nil
+	case schemas.RoleAssistant:
+		if len(m.ToolCalls) > 0 {
+			return openai.ChatCompletionMessage{}, errors.New("agent tool calls must not reach the user")
+		}
+		return openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: m.Content}, nil
+	case schemas.RoleTool:
+		if m.Requestor != schemas.RequestorUser {
+			return openai.ChatCompletionMessage{}, errors.New("results of agent tool calls must not reach the user")
+		}
+		return openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, Content: m.Content, ToolCallID: m.ToolCallID}, nil
+	}
+	return openai.ChatCompletionMessage{}, fmt.Errorf("unexpected %s message", m.Role)
 }
 
 type chatUser struct {
@@ -246,17 +284,14 @@ type chatUser struct {
 // "assistant", its tool results "tool".
 func (u *chatUser) Respond(ctx context.Context, in []schemas.Message) (UserTurn, error) {
 	for _, m := range in {
-		switch m.Role {
-		case schemas.RoleAssistant:
-			if len(m.ToolCalls) > 0 {
-				return UserTurn{}, fmt.Errorf("episode: user simulator: agent tool calls must not reach the user")
-			}
-			u.history = append(u.history, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: m.Content})
-		case schemas.RoleTool:
-			u.history = append(u.history, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, Content: m.Content, ToolCallID: m.ToolCallID})
-		default:
+		if m.Role == schemas.RoleUser {
 			return UserTurn{}, fmt.Errorf("episode: user simulator: unexpected %s message", m.Role)
 		}
+		cm, err := flipRole(m)
+		if err != nil {
+			return UserTurn{}, fmt.Errorf("episode: user simulator: %w", err)
+		}
+		u.history = append(u.history, cm)
 	}
 	tag := u.spec.Tag
 	tag.Role, tag.Call = "u", u.calls

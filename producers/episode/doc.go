@@ -29,8 +29,30 @@
 //   - User tool calls and their results are invisible to the agent; agent
 //     tool calls and their results are invisible to the user (whose history
 //     is role-flipped: agent text → user, its own messages → assistant).
-//   - Tasks with a message_history (two mock tasks) are refused with an error:
-//     resuming a conversation is not implemented.
+//   - A task with a message_history (two mock tasks) resumes that
+//     conversation, as τ²'s initialize does: set_state replays the
+//     history's mutating tool calls into the environment after the initial
+//     state (strictly: a result that differs from the recorded one is an
+//     error), the history is checked as validate_message_history checks it,
+//     and the trajectory starts with it (no greeting; τ²'s timestamps, one
+//     second apart before the start). The routing resumes from its last
+//     message: assistant text → user, user text → agent, a tool result →
+//     its requestor (a trailing tool call would go to the environment, but
+//     set_state already rejects a call without its result). The
+//     participant that speaks next starts with the history before the last
+//     message and receives that message as its input; the other starts
+//     with the whole history; each sees it through τ²'s filter (the agent:
+//     assistant messages, user text, its own tool results; the user: user
+//     messages, agent text, its own tool results; role-flipped for the
+//     user). A user stop token in the last message ends the episode at once
+//     (user_stop), as does ###STOP### from a solo agent (agent_stop); a
+//     solo history that hands the turn to the user, which solo mode lacks,
+//     is an error (τ²'s DummyUser raises). Step and error counts start at
+//     0. In token mode the history is part of the first call's prompt,
+//     rendered as Qwen3's template renders the conversation: its assistant
+//     turns are prompt tokens, never completions, so nothing the policy did
+//     not generate is trained on. A malformed or invalid history is an
+//     infrastructure error (stage environment), never a reward.
 //
 // # What differs from τ², on purpose
 //

@@ -90,15 +90,17 @@ const (
 )
 
 type run struct {
-	r       *Runner
-	in      Input
-	env     *env.Environment
-	agent   Agent
-	user    User
-	traj    *schemas.Trajectory
-	stats   Stats
-	from    role
-	to      role
+	r     *Runner
+	in    Input
+	env   *env.Environment
+	agent Agent
+	user  User
+	traj  *schemas.Trajectory
+	stats Stats
+	from  role
+	to    role
+	// resumed is set for a task with a message_history.
+	resumed *resumption
 	pending []schemas.Message
 	done    bool
 	errors  int
@@ -163,15 +165,30 @@ func classify(ctx context.Context, err error) *InfraError {
 func (ru *run) setup() error {
 	cfg := &ru.r.Config
 	task := ru.in.Task
-	if task.InitialState != nil && len(task.InitialState.MessageHistory) > 0 {
-		return &InfraError{Stage: StageEnvironment, Err: fmt.Errorf("task %s has a message_history: resuming a conversation is not supported", task.ID)}
+	hist, err := parseHistory(task)
+	if err != nil {
+		return &InfraError{Stage: StageEnvironment, Err: err}
 	}
 	e, err := env.New(cfg.Domain, env.Options{DataDir: ru.r.DataDir, Solo: cfg.SoloMode})
 	if err != nil {
 		return &InfraError{Stage: StageEnvironment, Err: err}
 	}
+	// τ²'s set_state: initialization_data, initialization_actions, then the
+	// message_history's mutating tool calls replayed (strict: a result that
+	// differs from the recorded one is an error).
 	if err := evaluator.InitializeEnv(e, task); err != nil {
 		return &InfraError{Stage: StageEnvironment, Err: err}
+	}
+	if hist != nil {
+		if _, err := evaluator.ReplayTrajectory(e, hist, true); err != nil {
+			return &InfraError{Stage: StageEnvironment, Err: fmt.Errorf("task %s: message_history replay: %w", task.ID, err)}
+		}
+		if err := validateHistory(hist); err != nil {
+			return &InfraError{Stage: StageEnvironment, Err: fmt.Errorf("task %s: %w", task.ID, err)}
+		}
+		if ru.resumed, err = newResumption(hist, cfg.SoloMode, ru.r.now()); err != nil {
+			return &InfraError{Stage: StageEnvironment, Err: fmt.Errorf("task %s: %w", task.ID, err)}
+		}
 	}
 	ru.env = e
 	var tools []json.RawMessage
@@ -189,6 +206,11 @@ func (ru *run) setup() error {
 		spec.ToolChoiceRequired = true
 	} else {
 		spec.System = AgentSystemPrompt(e.Policy)
+	}
+	switch {
+	case ru.resumed != nil:
+		spec.History = ru.resumed.agentView
+	case !cfg.SoloMode:
 		spec.Initial = []schemas.Message{{Role: schemas.RoleAssistant, Content: Greeting, CallIndex: -1}}
 	}
 	if ru.agent, err = ru.r.Agents.NewAgent(spec); err != nil {
@@ -212,7 +234,11 @@ func (ru *run) setup() error {
 	if err != nil {
 		return &InfraError{Stage: StageEnvironment, Err: err}
 	}
-	if ru.user, err = ru.r.Users.NewUser(UserSpec{System: sys, Tools: userTools, Seed: ru.in.Seed, Tag: tag}); err != nil {
+	uspec := UserSpec{System: sys, Tools: userTools, Seed: ru.in.Seed, Tag: tag}
+	if ru.resumed != nil {
+		uspec.History = ru.resumed.userView
+	}
+	if ru.user, err = ru.r.Users.NewUser(uspec); err != nil {
 		return &InfraError{Stage: StageUser, Err: err}
 	}
 	return nil
@@ -232,7 +258,18 @@ func (ru *run) play(ctx context.Context) error {
 		return err
 	}
 	cfg := &ru.r.Config
-	if cfg.SoloMode {
+	if res := ru.resumed; res != nil {
+		// τ²: the trajectory starts with the history; the routing resumes
+		// from its last message, outside the step count.
+		for _, m := range res.msgs {
+			ru.append(m)
+		}
+		ru.pending = res.pending
+		ru.from, ru.to = res.from, res.to
+		if res.termination != "" {
+			ru.finish(res.termination)
+		}
+	} else if cfg.SoloMode {
 		// τ²: the solo agent speaks first, outside the step count.
 		if err := ru.agentStep(ctx, nil); err != nil {
 			return err

@@ -28,7 +28,9 @@
 // followed by τ²'s transfer announcement instead. In solo mode every action
 // is a tool call and the plan ends with done(). The agent is stateless: the
 // position in the plan is the number of agent turns already in the
-// conversation (the greeting excluded).
+// conversation, the greeting excluded — or, for a task that resumes a
+// message_history (τ² starts such an episode from the history, without the
+// greeting), the history's assistant turns excluded.
 //
 // With probability error_rate an episode gets one error, chosen from
 // error_kinds by a hash of the episode id (so a run is reproducible):
@@ -49,7 +51,10 @@
 // performs a requested device action by calling that tool, reports a tool
 // result in words, answers the transfer announcement with ###TRANSFER###
 // and the closing question with ###STOP###, and otherwise says "Okay,
-// please go ahead." — ending with ###STOP### after max_user_turns.
+// please go ahead." — ending with ###STOP### after max_user_turns. In a
+// resumed episode the history's user messages are not its own turns: its
+// first turn after the history (unless it reports a tool result) is the
+// opening.
 package scripted
 
 import (
@@ -364,11 +369,14 @@ func (s *Script) agent(tag episode.Tag, task *data.Task, msgs []chattemplate.Mes
 			done++
 		}
 	}
-	if !solo {
+	switch hist := historyCount(task, chattemplate.RoleAssistant); {
+	case hasHistory(task):
+		done -= hist // the resumed conversation's turns
+	case !solo:
 		done-- // the greeting
 	}
 	if done < 0 {
-		return llmtest.Reply{}, errors.New("scripted: agent conversation lacks the greeting")
+		return llmtest.Reply{}, errors.New("scripted: agent conversation lacks the greeting or the task's message history")
 	}
 	if done >= len(plan) {
 		if solo {
@@ -403,19 +411,24 @@ func (s *Script) user(task *data.Task, msgs []chattemplate.Message) (llmtest.Rep
 	if len(msgs) == 0 {
 		return llmtest.Reply{}, errors.New("scripted: user conversation is empty")
 	}
-	turns := 0
+	// The user's own turns are "assistant" in its role-flipped view; a
+	// resumed history's user messages are not among them.
+	turns := -historyCount(task, chattemplate.RoleUser)
 	for _, m := range msgs {
 		if m.Role == chattemplate.RoleAssistant {
 			turns++
 		}
 	}
-	if turns == 0 {
+	if turns < 0 {
+		return llmtest.Reply{}, errors.New("scripted: user conversation lacks the task's message history")
+	}
+	last := msgs[len(msgs)-1]
+	if turns == 0 && last.Role != chattemplate.RoleTool {
 		return llmtest.Reply{Content: Opening(task)}, nil
 	}
 	if turns >= s.cfg.MaxUserTurns {
 		return llmtest.Reply{Content: ThanksText}, nil
 	}
-	last := msgs[len(msgs)-1]
 	if last.Role == chattemplate.RoleTool {
 		res := last.Content
 		if len(res) > 300 {
@@ -451,4 +464,26 @@ func Opening(task *data.Task) string {
 		parts = append(parts, strings.TrimSpace(*in.Structured.KnownInfo))
 	}
 	return strings.Join(parts, " ")
+}
+
+// hasHistory reports whether the task resumes a message_history.
+func hasHistory(task *data.Task) bool {
+	return task.InitialState != nil && len(task.InitialState.MessageHistory) > 0
+}
+
+// historyCount counts the messages of role in the task's message_history.
+func historyCount(task *data.Task, role string) int {
+	if !hasHistory(task) {
+		return 0
+	}
+	n := 0
+	for _, m := range task.InitialState.MessageHistory {
+		if m == nil {
+			continue
+		}
+		if r, _ := m.Get("role"); r == role {
+			n++
+		}
+	}
+	return n
 }

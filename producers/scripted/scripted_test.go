@@ -139,3 +139,51 @@ func TestUserTurns(t *testing.T) {
 		t.Errorf("instruction → %+v %v", r, err)
 	}
 }
+
+// TestResumedConversation: for a task with a message_history the history's
+// turns are not the scripted parties' own: the agent starts its plan after
+// the history's assistant turns, the user opens after the history's user
+// messages, and a conversation shorter than the history is an error.
+func TestResumedConversation(t *testing.T) {
+	s := newScript(t, 0)
+	set, err := episode.LoadTasks("", "mock", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := set.Get("update_task_with_message_history")
+	if !ok {
+		t.Fatal("no mock task update_task_with_message_history")
+	}
+	if historyCount(task, "assistant") != 2 || historyCount(task, "user") != 1 {
+		t.Fatalf("history counts %d assistant, %d user", historyCount(task, "assistant"), historyCount(task, "user"))
+	}
+	tag := episode.Tag{Episode: "e1", Domain: "mock", TaskID: task.ID}
+	hist := []chattemplate.Message{
+		{Role: "user", Content: "I need to create a task for the project review meeting."},
+		{Role: "assistant", ToolCalls: []chattemplate.ToolCall{{Function: chattemplate.FunctionCall{Name: "create_task"}}}},
+		{Role: "tool", Content: "{}"},
+		{Role: "assistant", Content: "Created."},
+	}
+	r, err := s.agent(tag, task, append(hist, chattemplate.Message{Role: "user", Content: "Mark it completed."}), false)
+	if err != nil || len(r.ToolCalls) != 1 || r.ToolCalls[0].Name != "update_task_status" {
+		t.Fatalf("agent's first resumed turn %+v %v, want the gold update", r, err)
+	}
+	done := append(hist, chattemplate.Message{Role: "user", Content: "Mark it completed."}, chattemplate.Message{Role: "assistant", Content: "call"}, chattemplate.Message{Role: "tool", Content: "{}"})
+	if r, err := s.agent(tag, task, done, false); err != nil || r.Content != ClosingText {
+		t.Errorf("agent after the gold update %+v %v, want the closing", r, err)
+	}
+	if _, err := s.agent(tag, task, hist[:1], false); err == nil {
+		t.Error("agent accepted a conversation without the history")
+	}
+	// The user's role-flipped view: its history message is "assistant".
+	uview := []chattemplate.Message{{Role: "assistant", Content: hist[0].Content}, {Role: "user", Content: "Created."}}
+	if r, err := s.user(task, uview); err != nil || r.Content != Opening(task) {
+		t.Errorf("user's first resumed turn %q %v, want the opening", r.Content, err)
+	}
+	if r, err := s.user(task, append(uview, chattemplate.Message{Role: "assistant", Content: Opening(task)}, chattemplate.Message{Role: "user", Content: ClosingText})); err != nil || r.Content != ThanksText {
+		t.Errorf("user at the closing %q %v", r.Content, err)
+	}
+	if _, err := s.user(task, []chattemplate.Message{{Role: "user", Content: "Created."}}); err == nil {
+		t.Error("user accepted a conversation without the history")
+	}
+}
