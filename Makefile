@@ -45,7 +45,7 @@ deps-npm:
 	done
 
 run: deps build
-	@$(BIN)/tau2-run --bin $(BIN) $(RUN_ARGS)
+	@$(BIN)/tau2-run bin=$(BIN) $(RUN_ARGS)
 
 test: deps
 	$(GO) vet ./...
