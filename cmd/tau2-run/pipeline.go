@@ -114,6 +114,8 @@ func (p *pipeline) watch(ctx context.Context, started time.Time) error {
 	deadline := time.After(p.cfg.Timeout)
 	tick := time.NewTicker(p.cfg.Interval)
 	defer tick.Stop()
+	var lastLine string
+	var lastPrint time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -136,10 +138,15 @@ func (p *pipeline) watch(ctx context.Context, started time.Time) error {
 		if rewardN > 0 {
 			mean = rewardSum / rewardN
 		}
-		fmt.Printf("[%5.0fs] episodes %4.0f (mean reward %.2f, infra errors %.0f) | archived %4.0f rows in %2.0f files | trainer step %.0f/%d, policy v%.0f, tree ratio %.2f\n",
-			time.Since(started).Seconds(), episodes, mean, pr["tau2rl_producer_infra_errors_total"],
+		line := fmt.Sprintf("episodes %4.0f (mean reward %.2f, infra errors %.0f) | archived %4.0f rows in %2.0f files | trainer step %.0f/%d, policy v%.0f, tree ratio %.2f",
+			episodes, mean, pr["tau2rl_producer_infra_errors_total"],
 			ar["tau2rl_archiver_rows_written_total"], ar["tau2rl_archiver_files_written_total"],
 			tr["tau2rl_trainer_steps_total"], p.cfg.Steps, tr["tau2rl_trainer_policy_version"], tr["tau2rl_trainer_tree_token_ratio"])
+		// A line when something changed, and a heartbeat while the trainer computes a step.
+		if line != lastLine || time.Since(lastPrint) >= 15*time.Second {
+			fmt.Printf("[%5.0fs] %s\n", time.Since(started).Seconds(), line)
+			lastLine, lastPrint = line, time.Now()
+		}
 		if tr["tau2rl_trainer_steps_total"] >= float64(p.cfg.Steps) {
 			return nil
 		}
