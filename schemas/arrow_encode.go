@@ -63,6 +63,7 @@ type encoder struct {
 	cFinish                                  *array.StringBuilder
 	cInvalid                                 *array.BooleanBuilder
 	buf                                      bytes.Buffer
+	ipcw                                     *ipc.Writer // writes into buf; see writeStream
 	tagKeys                                  []string
 }
 
@@ -338,13 +339,56 @@ func EncodeBatch(trajs []*Trajectory) ([]byte, error) {
 		return nil, err
 	}
 	defer rec.Release()
-	e.buf.Reset()
-	w := ipc.NewWriter(&e.buf, ipc.WithSchema(rec.Schema()), ipc.WithAllocator(goAlloc))
-	if err := w.Write(rec); err != nil {
-		return nil, fmt.Errorf("schemas: encode: write record: %w", err)
-	}
-	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("schemas: encode: close stream: %w", err)
+	if err := e.writeStream(rec); err != nil {
+		// The IPC writer's state is unknown after a failure: start a fresh one next time.
+		e.ipcw = nil
+		return nil, err
 	}
 	return bytes.Clone(e.buf.Bytes()), nil
+}
+
+// schemaMessage is the encapsulated IPC schema message that starts every stream EncodeBatch
+// writes. Building it (flatbuffers for ~60 nested fields) cost about as much as a small record, so
+// it is built once; the bytes are what ipc.Writer emits for ArrowSchema.
+var schemaMessage = sync.OnceValues(func() ([]byte, error) {
+	var b bytes.Buffer
+	w := ipc.NewWriter(&b, ipc.WithSchema(ArrowSchema), ipc.WithAllocator(goAlloc))
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("schemas: encode: schema message: %w", err)
+	}
+	out := b.Bytes()
+	if !bytes.HasSuffix(out, ipcEOS[:]) {
+		return nil, fmt.Errorf("schemas: encode: schema-only stream does not end with the end-of-stream marker")
+	}
+	return bytes.Clone(out[:len(out)-len(ipcEOS)]), nil
+})
+
+// ipcEOS is the IPC stream's end-of-stream marker (continuation token, zero length).
+var ipcEOS = [8]byte{0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0}
+
+// writeStream writes schema message + rec + end-of-stream into e.buf: byte for byte what a fresh
+// ipc.Writer writes, without re-serializing the schema. The encoder's ipc.Writer stays open
+// across calls (so it emits only record messages after its first) and writes into e.buf, which is
+// reset per call. The schema has no dictionary-encoded fields, so the writer carries no state from
+// one record to the next.
+func (e *encoder) writeStream(rec arrow.Record) error {
+	schema, err := schemaMessage()
+	if err != nil {
+		return err
+	}
+	e.buf.Reset()
+	if e.ipcw == nil {
+		// A new writer emits the schema itself before its first record.
+		e.ipcw = ipc.NewWriter(&e.buf, ipc.WithSchema(ArrowSchema), ipc.WithAllocator(goAlloc))
+	} else {
+		e.buf.Write(schema)
+	}
+	if err := e.ipcw.Write(rec); err != nil {
+		return fmt.Errorf("schemas: encode: write record: %w", err)
+	}
+	if !bytes.HasPrefix(e.buf.Bytes(), schema) {
+		return fmt.Errorf("schemas: encode: stream does not start with the cached schema message")
+	}
+	e.buf.Write(ipcEOS[:])
+	return nil
 }

@@ -405,3 +405,37 @@ func TestFrameTrajectories(t *testing.T) {
 		t.Fatalf("invalid row unframed: %v", err)
 	}
 }
+
+// TestEncodeBatchStreamMatchesFreshWriter pins writeStream's shortcut (cached schema message, an
+// ipc.Writer kept open across calls): every EncodeBatch, including those after a rejected batch,
+// must be byte for byte what a fresh ipc.Writer writes for the same record.
+func TestEncodeBatchStreamMatchesFreshWriter(t *testing.T) {
+	trajs := goldenTrajectories()
+	rec, err := NewRecord(trajs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	var want bytes.Buffer
+	w := ipc.NewWriter(&want, ipc.WithSchema(rec.Schema()))
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 4; i++ {
+		if i == 2 {
+			if _, err := EncodeBatch([]*Trajectory{nil}); err == nil {
+				t.Fatal("nil trajectory accepted")
+			}
+		}
+		got, err := EncodeBatch(trajs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want.Bytes()) {
+			t.Fatalf("call %d: %d bytes differ from a fresh writer's %d", i, len(got), want.Len())
+		}
+	}
+}

@@ -32,6 +32,27 @@ type SyntheticOptions struct {
 	PolicyVersion int64 `yaml:"policy_version"`
 	// Start is the wall-clock start of the first trajectory's time range.
 	Start time.Time `yaml:"start"`
+	// TokenDistribution draws the token ids: "uniform" (the default; every id of the Qwen3
+	// vocabulary equally likely, which is incompressible and so the worst case for the topic's and
+	// the archive's zstd) or "zipf" (id k with probability ∝ (k+2)^-1.1: byte-level BPE numbers
+	// merges roughly by corpus frequency, so real Qwen3 token streams are dominated by small ids
+	// and compress like this, not like uniform ids). Both are synthetic; report numbers for both.
+	TokenDistribution string `yaml:"token_distribution"`
+}
+
+// Token distributions of SyntheticOptions.TokenDistribution.
+const (
+	TokensUniform = "uniform"
+	TokensZipf    = "zipf"
+)
+
+// ValidateTokenDistribution reports whether s names a token distribution ("" means uniform).
+func ValidateTokenDistribution(s string) error {
+	switch s {
+	case "", TokensUniform, TokensZipf:
+		return nil
+	}
+	return fmt.Errorf("schemas: synthetic token_distribution %q (want %s or %s)", s, TokensUniform, TokensZipf)
 }
 
 // DefaultSyntheticOptions: airline/train, 30 calls, 8k-token final context, 120-token completions
@@ -62,10 +83,30 @@ func synthText(rng *rand.Rand, tokens int) string {
 	return b.String()
 }
 
-func synthTokens(rng *rand.Rand, n int) []int32 {
+// tokenSource draws synthetic token ids (see SyntheticOptions.TokenDistribution).
+type tokenSource struct {
+	rng  *rand.Rand
+	zipf *rand.Zipf // nil: uniform
+}
+
+func newTokenSource(rng *rand.Rand, dist string) tokenSource {
+	ts := tokenSource{rng: rng}
+	if dist == TokensZipf {
+		ts.zipf = rand.NewZipf(rng, 1.1, 2, vocabSize-1)
+	}
+	return ts
+}
+
+func (ts tokenSource) tokens(n int) []int32 {
 	out := make([]int32, n)
+	if ts.zipf != nil {
+		for i := range out {
+			out[i] = int32(ts.zipf.Uint64())
+		}
+		return out
+	}
 	for i := range out {
-		out[i] = int32(rng.IntN(vocabSize))
+		out[i] = int32(ts.rng.IntN(vocabSize))
 	}
 	return out
 }
@@ -79,8 +120,10 @@ func synthUUID(rng *rand.Rand) string {
 
 // Synthetic returns one SYNTHETIC trajectory (see SyntheticOptions) drawn from rng. Its calls are
 // recorded with AppendCall, so prompt sharing is exactly what a producer would store, and it
-// passes Validate.
+// passes Validate. An unknown TokenDistribution draws uniform ids (ValidateTokenDistribution
+// rejects it where options come from configuration).
 func Synthetic(rng *rand.Rand, o SyntheticOptions) *Trajectory {
+	toks := newTokenSource(rng, o.TokenDistribution)
 	if o.Calls < 1 {
 		o.Calls = 1
 	}
@@ -119,7 +162,7 @@ func Synthetic(rng *rand.Rand, o SyntheticOptions) *Trajectory {
 	system := o.ContextTokens / 4
 	// Each call's prompt grows by the previous answer plus a new observation.
 	growth := (o.ContextTokens - system) / o.Calls
-	prompt := synthTokens(rng, system)
+	prompt := toks.tokens(system)
 	for i := 0; i < o.Calls; i++ {
 		// Observation: a user message, or the tool result of the previous call's tool call.
 		obsTokens := max(growth-(o.CompletionTokens-o.ThinkTokens), 8)
@@ -131,10 +174,10 @@ func Synthetic(rng *rand.Rand, o SyntheticOptions) *Trajectory {
 		} else {
 			t.Messages = append(t.Messages, Message{Role: RoleUser, Content: synthText(rng, obsTokens), Timestamp: tick(), CallIndex: -1})
 		}
-		prompt = append(prompt, synthTokens(rng, obsTokens)...)
+		prompt = append(prompt, toks.tokens(obsTokens)...)
 
 		n := max(o.CompletionTokens/2+rng.IntN(o.CompletionTokens+1), o.ThinkTokens+1)
-		completion := synthTokens(rng, n)
+		completion := toks.tokens(n)
 		logprobs := make([]float32, n)
 		for k := range logprobs {
 			logprobs[k] = -float32(rng.ExpFloat64() * 0.3)

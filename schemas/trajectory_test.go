@@ -308,3 +308,46 @@ func TestSyntheticIsValidAndDeterministic(t *testing.T) {
 		t.Fatal("synthetic trajectories must be tagged")
 	}
 }
+
+// TestSyntheticTokenDistributions checks both token-id laws: valid ids, and the shape that
+// matters for compression (Zipf ids are mostly small, uniform ids are not).
+func TestSyntheticTokenDistributions(t *testing.T) {
+	for _, tc := range []struct {
+		dist               string
+		minSmall, maxSmall float64 // bounds on the fraction of ids below 1000
+	}{
+		{TokensUniform, 0, 0.05},
+		{"", 0, 0.05},
+		{TokensZipf, 0.5, 1},
+	} {
+		o := DefaultSyntheticOptions()
+		o.TokenDistribution = tc.dist
+		tr := Synthetic(rand.New(rand.NewPCG(3, 4)), o)
+		if err := tr.Validate(); err != nil {
+			t.Fatalf("%q: %v", tc.dist, err)
+		}
+		var small, all int
+		for _, c := range tr.Calls {
+			for _, ids := range [][]int32{c.PromptTokens, c.CompletionTokens} {
+				for _, id := range ids {
+					if id < 0 || id >= vocabSize {
+						t.Fatalf("%q: token id %d outside the vocabulary", tc.dist, id)
+					}
+					if id < 1000 {
+						small++
+					}
+					all++
+				}
+			}
+		}
+		if f := float64(small) / float64(all); f < tc.minSmall || f > tc.maxSmall {
+			t.Errorf("%q: %.3f of %d ids below 1000, want [%v, %v]", tc.dist, f, all, tc.minSmall, tc.maxSmall)
+		}
+	}
+	if err := ValidateTokenDistribution("zipf"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ValidateTokenDistribution("normal"); err == nil {
+		t.Fatal("unknown distribution accepted")
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"tau2rl/consumers/archiver"
 	tkafka "tau2rl/consumers/kafka"
 	"tau2rl/producers/synthetic"
+	"tau2rl/schemas"
 )
 
 // BenchmarkEndToEnd measures the streaming backbone on this machine, all in
@@ -28,9 +29,14 @@ import (
 //	go test -run '^$' -bench EndToEnd -benchtime 2000x ./consumers/archiver
 //
 // "archive-only" pre-publishes the trajectories and times the archiver alone.
+// The "-zipf" variants draw token ids from a Zipf law instead of uniformly
+// (schemas.SyntheticOptions.TokenDistribution): uniform ids are
+// incompressible, real Qwen3 token streams are not; both are synthetic.
 func BenchmarkEndToEnd(b *testing.B) {
-	b.Run("streaming", func(b *testing.B) { benchEndToEnd(b, false) })
-	b.Run("archive-only", func(b *testing.B) { benchEndToEnd(b, true) })
+	b.Run("streaming", func(b *testing.B) { benchEndToEnd(b, false, schemas.TokensUniform) })
+	b.Run("streaming-zipf", func(b *testing.B) { benchEndToEnd(b, false, schemas.TokensZipf) })
+	b.Run("archive-only", func(b *testing.B) { benchEndToEnd(b, true, schemas.TokensUniform) })
+	b.Run("archive-only-zipf", func(b *testing.B) { benchEndToEnd(b, true, schemas.TokensZipf) })
 }
 
 func cpuTime() time.Duration {
@@ -41,7 +47,7 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func benchEndToEnd(b *testing.B, prepublish bool) {
+func benchEndToEnd(b *testing.B, prepublish bool, tokens string) {
 	e := newEnv(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -49,14 +55,21 @@ func benchEndToEnd(b *testing.B, prepublish bool) {
 	scfg.Rate = 0
 	scfg.Total = b.N
 	scfg.Batch = 32
+	scfg.Trajectory.TokenDistribution = tokens
 	w, err := tkafka.NewWriter(e.kc, e.kc.Topics.Trajectories, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer w.Close()
+	// The pool of base trajectories is generated before the clock starts: a
+	// producer pays it once at start-up, not per trajectory.
+	src, err := synthetic.NewSource(scfg)
+	if err != nil {
+		b.Fatal(err)
+	}
 	var bytesOut atomic.Int64
 	produce := func() error {
-		st, err := synthetic.Run(ctx, scfg, w, nil)
+		st, err := synthetic.RunSource(ctx, src, w, nil)
 		bytesOut.Store(st.Bytes)
 		return err
 	}

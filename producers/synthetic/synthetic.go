@@ -88,6 +88,9 @@ func (c *Config) Validate() error {
 	if err := schemas.ValidatePathComponent(c.Trajectory.Split); err != nil {
 		errs = append(errs, fmt.Errorf("trajectory.split: %w", err))
 	}
+	if err := schemas.ValidateTokenDistribution(c.Trajectory.TokenDistribution); err != nil {
+		errs = append(errs, fmt.Errorf("trajectory.token_distribution: %w", err))
+	}
 	if c.Trajectory.Calls < 1 || c.Trajectory.ContextTokens < 1 || c.Trajectory.CompletionTokens < 1 {
 		errs = append(errs, errors.New("trajectory: calls, context_tokens and completion_tokens must be ≥ 1"))
 	}
@@ -207,29 +210,98 @@ func newID(rng *rand.Rand) string {
 	return fmt.Sprintf("%08x-%04x-%04x-%04x-%012x", a>>32, (a>>16)&0xffff, a&0xffff, b>>48, b&0xffffffffffff)
 }
 
+// framedBatch is one batch prepared by Run's framing goroutine.
+type framedBatch struct {
+	msgs   []schemas.Framed
+	bytes  int64
+	tokens int
+	err    error
+}
+
+// batchSize is the number of messages of the batch after sent messages:
+// cfg.Batch, cut at Total, and at most a second's worth at low rates. It
+// depends only on counts, so batches can be framed ahead of their publish.
+func batchSize(cfg Config, sent int) int {
+	n := cfg.Batch
+	if cfg.Total > 0 {
+		n = min(n, cfg.Total-sent)
+	}
+	if cfg.Rate > 0 {
+		n = min(n, max(1, int(cfg.Rate)))
+	}
+	return n
+}
+
+// frameAhead generates and frames batches on its own goroutine, one batch
+// ahead of the publisher, so that Arrow encoding overlaps the produce round
+// trip (the Kafka writer's compression and the broker's ack) as it does in
+// the real producer, where many episodes finish concurrently. The channel
+// holds one batch: at most three are in memory (publishing, queued,
+// framing). It stops at Total, on a frame error (sent as the last batch),
+// or when stop is closed.
+func frameAhead(cfg Config, src *Source, stop <-chan struct{}) <-chan framedBatch {
+	out := make(chan framedBatch, 1)
+	go func() {
+		defer close(out)
+		for sent := 0; cfg.Total == 0 || sent < cfg.Total; {
+			n := batchSize(cfg, sent)
+			fb := framedBatch{msgs: make([]schemas.Framed, 0, n)}
+			for i := 0; i < n; i++ {
+				t := src.Next()
+				f, err := src.Frame(t)
+				if err != nil {
+					fb.err = err
+					break
+				}
+				fb.bytes += int64(len(f.Value))
+				fb.tokens += t.GeneratedTokens()
+				fb.msgs = append(fb.msgs, f)
+			}
+			select {
+			case out <- fb:
+			case <-stop:
+				return
+			}
+			if fb.err != nil {
+				return
+			}
+			sent += n
+		}
+	}()
+	return out
+}
+
 // Run publishes synthetic trajectories until cfg.Total is reached or ctx
 // ends (then it returns the stats and nil). A publish error is returned: the
 // source does not retry on its own, since the writer already retried. It
-// logs through slog.Default with source=synthetic.
+// logs through slog.Default with source=synthetic. Batches are framed one
+// ahead of the publish (frameAhead).
 func Run(ctx context.Context, cfg Config, pub Publisher, reg prometheus.Registerer) (Stats, error) {
-	log := slog.Default().With("source", "synthetic")
 	src, err := NewSource(cfg)
 	if err != nil {
 		return Stats{}, err
 	}
+	return RunSource(ctx, src, pub, reg)
+}
+
+// RunSource is Run with the pool already generated (NewSource), so that a
+// caller can pay the pool's start-up cost (256 trajectories of 30 calls by
+// default) before load starts, and a benchmark can keep it out of its
+// per-trajectory figures. src must not be used by anything else meanwhile.
+func RunSource(ctx context.Context, src *Source, pub Publisher, reg prometheus.Registerer) (Stats, error) {
+	cfg := src.cfg
+	log := slog.Default().With("source", "synthetic")
 	m := NewMetrics(reg)
 	log.Info("synthetic source started: publishing SYNTHETIC trajectories (load test data, not rollouts)",
 		"rate", cfg.Rate, "total", cfg.Total, "calls", cfg.Trajectory.Calls, "context_tokens", cfg.Trajectory.ContextTokens, "domains", cfg.Domains)
 	var st Stats
 	start := time.Now()
-	batch := make([]schemas.Framed, 0, cfg.Batch)
+	stop := make(chan struct{})
+	defer close(stop)
+	batches := frameAhead(cfg, src, stop)
 	for cfg.Total == 0 || st.Trajectories < cfg.Total {
 		if ctx.Err() != nil {
 			break
-		}
-		n := cfg.Batch
-		if cfg.Total > 0 {
-			n = min(n, cfg.Total-st.Trajectories)
 		}
 		if cfg.Rate > 0 {
 			// Pace: the batch is due when the rate allows its first message.
@@ -242,24 +314,25 @@ func Run(ctx context.Context, cfg Config, pub Publisher, reg prometheus.Register
 				case <-time.After(d):
 				}
 			}
-			// Never send more than a second's worth at once at low rates.
-			n = min(n, max(1, int(cfg.Rate)))
 		}
-		batch = batch[:0]
-		var bytes int64
-		var tokens int
-		for i := 0; i < n; i++ {
-			t := src.Next()
-			f, err := src.Frame(t)
-			if err != nil {
-				return st, err
+		var fb framedBatch
+		select {
+		case <-ctx.Done():
+			st.Elapsed = time.Since(start)
+			return st, nil
+		case b, ok := <-batches:
+			if !ok {
+				// Unreachable: the framer stops only at Total, after an error, or on stop.
+				return st, fmt.Errorf("synthetic: framer stopped after %d trajectories", st.Trajectories)
 			}
-			bytes += int64(len(f.Value))
-			tokens += t.GeneratedTokens()
-			batch = append(batch, f)
+			fb = b
 		}
+		if fb.err != nil {
+			return st, fb.err
+		}
+		n := len(fb.msgs)
 		t0 := time.Now()
-		if err := pub.PublishFramed(ctx, batch...); err != nil {
+		if err := pub.PublishFramed(ctx, fb.msgs...); err != nil {
 			if ctx.Err() != nil {
 				st.Elapsed = time.Since(start)
 				return st, nil
@@ -269,10 +342,10 @@ func Run(ctx context.Context, cfg Config, pub Publisher, reg prometheus.Register
 		}
 		m.Publish.Observe(time.Since(t0).Seconds())
 		m.Trajectories.Add(float64(n))
-		m.Bytes.Add(float64(bytes))
-		m.Tokens.Add(float64(tokens))
+		m.Bytes.Add(float64(fb.bytes))
+		m.Tokens.Add(float64(fb.tokens))
 		st.Trajectories += n
-		st.Bytes += bytes
+		st.Bytes += fb.bytes
 	}
 	st.Elapsed = time.Since(start)
 	log.Info("synthetic source done", "trajectories", st.Trajectories, "bytes", st.Bytes, "elapsed", st.Elapsed)

@@ -1,6 +1,7 @@
 package synthetic_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -17,10 +18,11 @@ import (
 )
 
 type memPublisher struct {
-	mu    sync.Mutex
-	msgs  []schemas.Framed
-	calls int
-	fail  error
+	mu      sync.Mutex
+	msgs    []schemas.Framed
+	calls   int
+	batches []int // messages per call
+	fail    error
 }
 
 func (p *memPublisher) PublishFramed(_ context.Context, msgs ...schemas.Framed) error {
@@ -30,6 +32,7 @@ func (p *memPublisher) PublishFramed(_ context.Context, msgs ...schemas.Framed) 
 		return p.fail
 	}
 	p.calls++
+	p.batches = append(p.batches, len(msgs))
 	p.msgs = append(p.msgs, msgs...)
 	return nil
 }
@@ -136,11 +139,12 @@ func TestRunStopsOnCancelAndReportsErrors(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	for name, mut := range map[string]func(*synthetic.Config){
-		"negative rate": func(c *synthetic.Config) { c.Rate = -1 },
-		"zero batch":    func(c *synthetic.Config) { c.Batch = 0 },
-		"unsafe domain": func(c *synthetic.Config) { c.Domains = []string{"../etc"} },
-		"no domains":    func(c *synthetic.Config) { c.Domains = nil },
-		"zero calls":    func(c *synthetic.Config) { c.Trajectory.Calls = 0 },
+		"negative rate":              func(c *synthetic.Config) { c.Rate = -1 },
+		"zero batch":                 func(c *synthetic.Config) { c.Batch = 0 },
+		"unsafe domain":              func(c *synthetic.Config) { c.Domains = []string{"../etc"} },
+		"no domains":                 func(c *synthetic.Config) { c.Domains = nil },
+		"zero calls":                 func(c *synthetic.Config) { c.Trajectory.Calls = 0 },
+		"unknown token distribution": func(c *synthetic.Config) { c.Trajectory.TokenDistribution = "gaussian" },
 	} {
 		cfg := synthetic.DefaultConfig()
 		mut(&cfg)
@@ -205,5 +209,40 @@ func TestMetricsShareSeriesAcrossRuns(t *testing.T) {
 	}
 	if got := counterValue(t, reg, "tau2rl_synthetic_trajectories_total"); got != 6 {
 		t.Fatalf("two runs of 3 counted %v", got)
+	}
+}
+
+// TestRunSourceFramesAheadInOrder checks the framing goroutine: every batch
+// is at most cfg.Batch messages, the total is exact, and a pre-built source
+// publishes the same messages as Run with the same seed.
+func TestRunSourceFramesAheadInOrder(t *testing.T) {
+	cfg := smallConfig()
+	cfg.Total = 23
+	cfg.Batch = 4
+	src, err := synthetic.NewSource(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &memPublisher{}
+	st, err := synthetic.RunSource(context.Background(), src, a, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &memPublisher{}
+	if _, err := synthetic.Run(context.Background(), cfg, b, nil); err != nil {
+		t.Fatal(err)
+	}
+	if st.Trajectories != 23 || len(a.msgs) != 23 || len(b.msgs) != 23 {
+		t.Fatalf("published %d / %d / %d, want 23", st.Trajectories, len(a.msgs), len(b.msgs))
+	}
+	for _, n := range a.batches {
+		if n < 1 || n > cfg.Batch {
+			t.Fatalf("batch of %d messages, batch size %d", n, cfg.Batch)
+		}
+	}
+	for i := range a.msgs {
+		if !bytes.Equal(a.msgs[i].Value, b.msgs[i].Value) {
+			t.Fatalf("message %d differs between RunSource and Run", i)
+		}
 	}
 }
