@@ -34,7 +34,6 @@ build:
 # when everything is there; without root it says what is missing and the tests
 # that need it skip with that message.
 deps: deps-system deps-npm
-	@$(GO) mod download
 
 deps-system:
 	@bash deploy/scripts/install-deps.sh
