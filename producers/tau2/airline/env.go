@@ -2,8 +2,6 @@ package airline
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"tau2rl/producers/tau2/data"
 	"tau2rl/producers/tau2/env"
@@ -20,20 +18,19 @@ type Base struct {
 // directory.
 func LoadBase(dataDir string) (*Base, error) {
 	return env.LoadOnce("airline:"+dataDir, func() (*Base, error) {
-		dir := data.DomainDir(dataDir, "airline")
-		raw, err := os.ReadFile(filepath.Join(dir, "db.json"))
+		raw, err := data.ReadFile(dataDir, "airline", "db.json")
 		if err != nil {
 			return nil, fmt.Errorf("airline: %w", err)
 		}
-		db, err := ParseDB(raw)
+		db, err := ParseDB([]byte(raw))
 		if err != nil {
 			return nil, err
 		}
-		policy, err := os.ReadFile(filepath.Join(dir, "policy.md"))
+		policy, err := data.Policy(dataDir, "airline", false)
 		if err != nil {
 			return nil, fmt.Errorf("airline: %w", err)
 		}
-		return &Base{DB: db, Policy: string(policy)}, nil
+		return &Base{DB: db, Policy: policy}, nil
 	})
 }
 

@@ -95,13 +95,13 @@ func communicateCheck(crit *data.EvaluationCriteria, trajectory []Message) *part
 	for i := range trajectory {
 		m := &trajectory[i]
 		if m.Role == RoleAssistant && m.ToolMessages == nil && m.HasTextContent() {
-			texts = append(texts, text{*m.Content, strings.ReplaceAll(pyLower(*m.Content), ",", "")})
+			texts = append(texts, text{*m.Content, strings.ReplaceAll(pyjson.Lower(*m.Content), ",", "")})
 		}
 	}
 	checks := make([]CommunicateCheck, len(crit.CommunicateInfo))
 	all := true
 	for i, info := range crit.CommunicateInfo {
-		want := pyLower(info)
+		want := pyjson.Lower(info)
 		c := CommunicateCheck{Info: info, Justification: "Information '" + info + "' not communicated."}
 		for _, t := range texts {
 			if strings.Contains(t.folded, want) {

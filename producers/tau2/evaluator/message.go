@@ -48,7 +48,7 @@ func (m *Message) IsToolCall() bool {
 // HasTextContent is τ²'s has_text_content(): content is not None and not
 // only whitespace (Python's str.strip()).
 func (m *Message) HasTextContent() bool {
-	return m.Content != nil && pyStrip(*m.Content) != ""
+	return m.Content != nil && pyjson.Strip(*m.Content) != ""
 }
 
 // ToolCall is τ²'s ToolCall.
@@ -171,7 +171,7 @@ func ParseMessage(v any) (Message, error) {
 			return Message{}, err
 		}
 		if ev, ok := o.Get("error"); ok {
-			b, ok := laxBool(ev)
+			b, ok := pyjson.LaxBool(ev)
 			if !ok {
 				return Message{}, fmt.Errorf("error: expected a bool, got %s", pyjson.Repr(ev))
 			}
@@ -244,29 +244,4 @@ func requestor(o *pyjson.Object) (string, error) {
 		return "", fmt.Errorf("requestor: expected 'user' or 'assistant', got %s", pyjson.Repr(v))
 	}
 	return s, nil
-}
-
-// laxBool is pydantic's lax bool validation (bool, 0/1, and the strings
-// it accepts).
-func laxBool(v any) (bool, bool) {
-	switch x := v.(type) {
-	case bool:
-		return x, true
-	case int64:
-		if x == 0 || x == 1 {
-			return x == 1, true
-		}
-	case float64:
-		if x == 0 || x == 1 {
-			return x == 1, true
-		}
-	case string:
-		switch pyLower(pyStrip(x)) {
-		case "0", "off", "f", "false", "n", "no":
-			return false, true
-		case "1", "on", "t", "true", "y", "yes":
-			return true, true
-		}
-	}
-	return false, false
 }

@@ -150,7 +150,7 @@ func ParseJudgeReply(reply string) ([]NLAssertionCheck, error) {
 		if !ok {
 			return nil, evalErr("NL judge reply: results[%d]: metExpectation: field required", i)
 		}
-		met, ok := laxBool(mv)
+		met, ok := pyjson.LaxBool(mv)
 		if !ok {
 			return nil, evalErr("NL judge reply: results[%d]: metExpectation: not a valid boolean: %s", i, pyjson.Repr(mv))
 		}

@@ -61,11 +61,11 @@ func TestPyStrings(t *testing.T) {
 		{"\x1c\u00a0x\u3000", "\x1c\u00a0x\u3000", "x"},
 		{"\u200b", "\u200b", "\u200b"},
 	} {
-		if got := pyLower(c.in); got != c.lower {
-			t.Errorf("pyLower(%q) = %q, want %q", c.in, got, c.lower)
+		if got := pyjson.Lower(c.in); got != c.lower {
+			t.Errorf("pyjson.Lower(%q) = %q, want %q", c.in, got, c.lower)
 		}
-		if got := pyStrip(c.in); got != c.strip {
-			t.Errorf("pyStrip(%q) = %q, want %q", c.in, got, c.strip)
+		if got := pyjson.Strip(c.in); got != c.strip {
+			t.Errorf("pyjson.Strip(%q) = %q, want %q", c.in, got, c.strip)
 		}
 	}
 }

@@ -3,8 +3,6 @@ package retail
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"tau2rl/producers/tau2/data"
 	"tau2rl/producers/tau2/env"
@@ -24,20 +22,19 @@ type Base struct {
 // directory.
 func LoadBase(dataDir string) (*Base, error) {
 	return env.LoadOnce("retail:"+dataDir, func() (*Base, error) {
-		dir := data.DomainDir(dataDir, Domain)
-		raw, err := os.ReadFile(filepath.Join(dir, "db.json"))
+		raw, err := data.ReadFile(dataDir, Domain, "db.json")
 		if err != nil {
 			return nil, fmt.Errorf("retail: %w", err)
 		}
-		db, err := ParseDB(raw)
+		db, err := ParseDB([]byte(raw))
 		if err != nil {
 			return nil, err
 		}
-		policy, err := os.ReadFile(filepath.Join(dir, "policy.md"))
+		policy, err := data.Policy(dataDir, Domain, false)
 		if err != nil {
 			return nil, fmt.Errorf("retail: %w", err)
 		}
-		return &Base{DB: db, Policy: string(policy)}, nil
+		return &Base{DB: db, Policy: policy}, nil
 	})
 }
 

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math/big"
 	"slices"
-	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"tau2rl/producers/tau2/pyjson"
@@ -149,26 +147,11 @@ func sortedStrs(s seq) []string {
 func pyChars(s string) []string {
 	out := make([]string, 0, len(s))
 	for i := 0; i < len(s); {
-		n := charLen(s, i)
+		n := pyjson.CharLen(s, i)
 		out = append(out, s[i:i+n])
 		i += n
 	}
 	return out
-}
-
-// charLen is the byte length of the code point at s[i]: UTF-8, a WTF-8
-// surrogate, or 1 for a stray byte.
-func charLen(s string, i int) int {
-	if isSurrogateAt(s, i) {
-		return 3
-	}
-	_, n := utf8.DecodeRuneInString(s[i:])
-	return n
-}
-
-// isSurrogateAt reports a WTF-8 encoded surrogate (ED A0..BF xx) at s[i].
-func isSurrogateAt(s string, i int) bool {
-	return i+2 < len(s) && s[i] == 0xED && s[i+1] >= 0xA0 && s[i+1] <= 0xBF && s[i+2] >= 0x80 && s[i+2] <= 0xBF
 }
 
 // pyLowerOf is `v.lower()`: str.lower() for a str, AttributeError
@@ -178,67 +161,16 @@ func pyLowerOf(v any) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("'%s' object has no attribute 'lower'", pyjson.TypeName(v))
 	}
-	return pyLower(s), nil
+	return pyjson.Lower(s), nil
 }
 
-// pyLower is Python's str.lower(): the full Unicode lowercase mapping
-// (U+0130 İ becomes "i̇") with the Final_Sigma rule for Σ, which Go's
-// strings.ToLower (simple case mapping) lacks. Names are compared this way
-// in find_user_id_by_name_zip and find_user_id_by_email.
-func pyLower(s string) string {
-	ascii := true
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			ascii = false
-			break
-		}
-	}
-	if ascii {
-		return strings.ToLower(s)
-	}
-	type cp struct {
-		r   rune
-		raw string // set for surrogates and invalid bytes: copied verbatim
-	}
-	var cps []cp
-	for i := 0; i < len(s); {
-		n := charLen(s, i)
-		r, rn := utf8.DecodeRuneInString(s[i:])
-		if n == 3 && rn != 3 || r == utf8.RuneError && rn == 1 {
-			cps = append(cps, cp{r: -1, raw: s[i : i+n]})
-		} else {
-			cps = append(cps, cp{r: r})
-		}
-		i += n
-	}
-	var b strings.Builder
-	b.Grow(len(s) + 4)
-	for i, c := range cps {
-		switch {
-		case c.r < 0:
-			b.WriteString(c.raw)
-		case c.r == 0x130:
-			b.WriteString("i\u0307")
-		case c.r == 0x3A3:
-			if finalSigma(len(cps), func(j int) rune { return cps[j].r }, i) {
-				b.WriteRune(0x3C2)
-			} else {
-				b.WriteRune(0x3C3)
-			}
-		default:
-			b.WriteRune(unicode.ToLower(c.r))
-		}
-	}
-	return b.String()
-}
-
-// lowerEquals reports pyLower(s) == lower without allocating when s is
+// lowerEquals reports pyjson.Lower(s) == lower without allocating when s is
 // ASCII (every DB name and email), the per-user test of the user lookups.
 func lowerEquals(s, lower string) bool {
 	if len(s) != len(lower) {
 		for i := 0; i < len(s); i++ {
 			if s[i] >= utf8.RuneSelf {
-				return pyLower(s) == lower
+				return pyjson.Lower(s) == lower
 			}
 		}
 		return false
@@ -246,7 +178,7 @@ func lowerEquals(s, lower string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c >= utf8.RuneSelf {
-			return pyLower(s) == lower
+			return pyjson.Lower(s) == lower
 		}
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
@@ -256,49 +188,4 @@ func lowerEquals(s, lower string) bool {
 		}
 	}
 	return true
-}
-
-// finalSigma is CPython's handle_capital_sigma: Σ at i is final when
-// preceded by a cased letter and not followed by one (case-ignorable code
-// points skipped on both sides).
-func finalSigma(n int, at func(int) rune, i int) bool {
-	j := i - 1
-	var c rune
-	for ; j >= 0; j-- {
-		c = at(j)
-		if !isCaseIgnorable(c) {
-			break
-		}
-	}
-	final := j >= 0 && isCased(c)
-	if final && i+1 < n {
-		j = i + 1
-		for ; j < n; j++ {
-			c = at(j)
-			if !isCaseIgnorable(c) {
-				break
-			}
-		}
-		final = j == n || !isCased(c)
-	}
-	return final
-}
-
-// isCased is Unicode's Cased property (Lowercase, Uppercase or Lt).
-func isCased(r rune) bool {
-	return r >= 0 && (unicode.In(r, unicode.Ll, unicode.Lu, unicode.Lt, unicode.Other_Lowercase, unicode.Other_Uppercase))
-}
-
-// isCaseIgnorable is Unicode's Case_Ignorable property: Mn, Me, Cf, Lm, Sk
-// and the Word_Break classes MidLetter, MidNumLet and Single_Quote.
-func isCaseIgnorable(r rune) bool {
-	if r < 0 {
-		return false
-	}
-	switch r {
-	case '\'', '.', ':', 0x00B7, 0x0387, 0x055F, 0x05F4, 0x2018, 0x2019, 0x2024, 0x2027,
-		0xFE13, 0xFE52, 0xFE55, 0xFF07, 0xFF0E, 0xFF1A:
-		return true
-	}
-	return unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf, unicode.Lm, unicode.Sk)
 }

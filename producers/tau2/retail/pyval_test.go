@@ -35,8 +35,8 @@ func TestPyLower(t *testing.T) {
 		{"\xffA\xc3", "\xffa\xc3"},         // stray bytes kept
 		{"", ""},
 	} {
-		if got := pyLower(c.in); got != c.want {
-			t.Errorf("pyLower(%q) = %q, want %q", c.in, got, c.want)
+		if got := pyjson.Lower(c.in); got != c.want {
+			t.Errorf("pyjson.Lower(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
 }
@@ -112,12 +112,12 @@ func FuzzPyLower(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		got := pyLower(s)
+		got := pyjson.Lower(s)
 		if len(pyChars(got)) < len(pyChars(s)) {
-			t.Fatalf("pyLower(%q) = %q lost code points", s, got)
+			t.Fatalf("pyjson.Lower(%q) = %q lost code points", s, got)
 		}
-		if pyLower(s+"\u00e9") != got+"\u00e9" && !slices.ContainsFunc([]rune(s), func(r rune) bool { return r == 0x3A3 }) {
-			t.Fatalf("pyLower(%q) depends on a later non-ASCII letter", s)
+		if pyjson.Lower(s+"\u00e9") != got+"\u00e9" && !slices.ContainsFunc([]rune(s), func(r rune) bool { return r == 0x3A3 }) {
+			t.Fatalf("pyjson.Lower(%q) depends on a later non-ASCII letter", s)
 		}
 	})
 }
@@ -125,7 +125,7 @@ func FuzzPyLower(f *testing.F) {
 func TestLowerEquals(t *testing.T) {
 	for _, s := range []string{"ABC", "abc", "Yusuf", "\u0130nce", "A\u03a3", "", "x\xff", "Me\u00ef"} {
 		for _, l := range []string{"abc", "yusuf", "i\u0307nce", "a\u03c2", "", "x\xff", "me\u00ef", "abd", "ab"} {
-			if got, want := lowerEquals(s, l), pyLower(s) == l; got != want {
+			if got, want := lowerEquals(s, l), pyjson.Lower(s) == l; got != want {
 				t.Errorf("lowerEquals(%q, %q) = %v, want %v", s, l, got, want)
 			}
 		}

@@ -150,7 +150,7 @@ func (e *view) getCustomerByName(k kwargs) (any, error) {
 		if !ok {
 			return nil, attrErr(name, "lower")
 		}
-		if pyLower(c.FullName) == pyLower(s) && dob == any(c.DateOfBirth) {
+		if pyjson.Lower(c.FullName) == pyjson.Lower(s) && dob == any(c.DateOfBirth) {
 			out = append(out, c)
 		}
 	}

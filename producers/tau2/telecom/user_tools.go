@@ -27,8 +27,6 @@ func yesNo(b bool) string {
 	return "No"
 }
 
-func pyLower(s string) string { return strings.ToLower(s) }
-
 func (e *view) checkStatusBar(kwargs) (any, error) {
 	return "Status Bar: " + e.statusBar(), nil
 }
@@ -280,7 +278,7 @@ func (e *view) grantAppPermission(appName, permission any) (bool, string, error)
 	if !ok {
 		return false, "", attrErr(permission, "lower")
 	}
-	ps = pyLower(ps)
+	ps = pyjson.Lower(ps)
 	if app == nil {
 		return false, fmt.Sprintf("App '%s' not found. Cannot grant permission.", pyStr(appName)), nil
 	}
@@ -488,7 +486,7 @@ func (e *view) removeAppPermission(k kwargs) (any, error) {
 	if !ok {
 		return nil, attrErr(permission, "lower")
 	}
-	ps = pyLower(ps)
+	ps = pyjson.Lower(ps)
 	if app == nil {
 		return []any{false, fmt.Sprintf("App '%s' not found. Cannot remove permission.", pyStr(appName))}, nil
 	}
@@ -545,12 +543,12 @@ func (e *view) assertInternetSpeed(k kwargs) (any, error) {
 	if !isStr {
 		return nil, attrErr(d, "lower")
 	}
-	return ok && pyLower(desc) == pyLower(ds), nil
+	return ok && pyjson.Lower(desc) == pyjson.Lower(ds), nil
 }
 
 func (e *view) assertInternetNotExcellent(kwargs) (any, error) {
 	_, desc, _ := e.speedTest()
-	return pyLower(desc) != "excellent", nil
+	return pyjson.Lower(desc) != "excellent", nil
 }
 
 func (e *view) assertCanSendMMS(k kwargs) (any, error) {

@@ -145,7 +145,7 @@ func (f *fields) boolean(name string, required bool, def bool) bool {
 	if !ok {
 		return def
 	}
-	b, good := laxBool(v)
+	b, good := pyjson.LaxBool(v)
 	if !good {
 		f.fail(name, "Input should be a valid boolean", "bool_type", v)
 	}
@@ -325,30 +325,6 @@ func laxInt(v any) (int64, string) {
 		return n, ""
 	}
 	return 0, "Input should be a valid integer"
-}
-
-// laxBool follows pydantic's lax boolean parsing.
-func laxBool(v any) (bool, bool) {
-	switch x := v.(type) {
-	case bool:
-		return x, true
-	case int64:
-		if x == 0 || x == 1 {
-			return x == 1, true
-		}
-	case float64:
-		if x == 0 || x == 1 {
-			return x == 1, true
-		}
-	case string:
-		switch strings.ToLower(x) {
-		case "0", "off", "f", "false", "n", "no":
-			return false, true
-		case "1", "on", "t", "true", "y", "yes":
-			return true, true
-		}
-	}
-	return false, false
 }
 
 // ---- agent DB ----
