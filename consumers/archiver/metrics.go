@@ -1,7 +1,7 @@
 package archiver
 
 import (
-	"errors"
+	tkafka "tau2rl/consumers/kafka"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -56,35 +56,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		FinalizeLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tau2rl_archiver_finalize_seconds", Help: "Duration of footer, fsync, rename and directory fsync of one file.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
 	}
 	if reg != nil {
-		m.Messages = register(reg, m.Messages)
-		m.BytesIn = register(reg, m.BytesIn)
-		m.Rows = register(reg, m.Rows)
-		m.DuplicateRows = register(reg, m.DuplicateRows)
-		m.Files = register(reg, m.Files)
-		m.FileBytes = register(reg, m.FileBytes)
-		m.DeadLetters = register(reg, m.DeadLetters)
-		m.Errors = register(reg, m.Errors)
-		m.OpenFiles = register(reg, m.OpenFiles)
-		m.Uncommitted = register(reg, m.Uncommitted)
-		m.CommitLatency = register(reg, m.CommitLatency)
-		m.FinalizeLatency = register(reg, m.FinalizeLatency)
+		m.Messages = tkafka.RegisterOrReuse(reg, m.Messages)
+		m.BytesIn = tkafka.RegisterOrReuse(reg, m.BytesIn)
+		m.Rows = tkafka.RegisterOrReuse(reg, m.Rows)
+		m.DuplicateRows = tkafka.RegisterOrReuse(reg, m.DuplicateRows)
+		m.Files = tkafka.RegisterOrReuse(reg, m.Files)
+		m.FileBytes = tkafka.RegisterOrReuse(reg, m.FileBytes)
+		m.DeadLetters = tkafka.RegisterOrReuse(reg, m.DeadLetters)
+		m.Errors = tkafka.RegisterOrReuse(reg, m.Errors)
+		m.OpenFiles = tkafka.RegisterOrReuse(reg, m.OpenFiles)
+		m.Uncommitted = tkafka.RegisterOrReuse(reg, m.Uncommitted)
+		m.CommitLatency = tkafka.RegisterOrReuse(reg, m.CommitLatency)
+		m.FinalizeLatency = tkafka.RegisterOrReuse(reg, m.FinalizeLatency)
 	}
 	return m
-}
-
-// register registers c or returns the identical collector already there
-// (several archivers in one test process share a registry). A clash with a
-// different collector of the same name is a programming error and panics at
-// start-up, as prometheus.MustRegister does.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(err)
-	}
-	return c
 }

@@ -70,21 +70,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg == nil {
 		return m
 	}
-	m.MessagesOut = register(reg, m.MessagesOut)
-	m.BytesOut = register(reg, m.BytesOut)
-	m.MessagesIn = register(reg, m.MessagesIn)
-	m.BytesIn = register(reg, m.BytesIn)
-	m.Errors = register(reg, m.Errors)
-	m.DeadLetters = register(reg, m.DeadLetters)
-	m.Lag = register(reg, m.Lag)
-	m.Latency = register(reg, m.Latency)
+	m.MessagesOut = RegisterOrReuse(reg, m.MessagesOut)
+	m.BytesOut = RegisterOrReuse(reg, m.BytesOut)
+	m.MessagesIn = RegisterOrReuse(reg, m.MessagesIn)
+	m.BytesIn = RegisterOrReuse(reg, m.BytesIn)
+	m.Errors = RegisterOrReuse(reg, m.Errors)
+	m.DeadLetters = RegisterOrReuse(reg, m.DeadLetters)
+	m.Lag = RegisterOrReuse(reg, m.Lag)
+	m.Latency = RegisterOrReuse(reg, m.Latency)
 	return m
 }
 
-// register registers c, or returns the identical collector already
-// registered. Any other registration error is a programming error (a name
+// RegisterOrReuse registers c, or returns the identical collector already
+// registered (several consumers in one process, e.g. in tests, share a
+// registry). Any other registration error is a programming error (a name
 // clash with different labels) and panics at start-up, as MustRegister does.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+func RegisterOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	if err := reg.Register(c); err != nil {
 		var are prometheus.AlreadyRegisteredError
 		if errors.As(err, &are) {
