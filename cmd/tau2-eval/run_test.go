@@ -3,11 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"tau2rl/producers/tokenizer/tokenizertest"
 	"testing"
 	"time"
 
@@ -21,7 +21,6 @@ import (
 	"tau2rl/producers/scripted"
 	"tau2rl/producers/tau2/data"
 	"tau2rl/producers/tau2/evaluator"
-	"tau2rl/producers/tokenizer"
 	"tau2rl/schemas"
 )
 
@@ -30,15 +29,7 @@ func scriptedURL(t *testing.T) (string, string) {
 	if _, err := data.Dir(""); err != nil {
 		t.Skipf("τ² data not found: %v", err)
 	}
-	dir, err := tokenizer.LocateQwen3()
-	if errors.Is(err, tokenizer.ErrNotFound) {
-		t.Skipf("Qwen3 tokenizer not found: %v", err)
-	}
-	path := filepath.Join(dir, "tokenizer.json")
-	tok, err := tokenizer.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok, path := tokenizertest.Qwen3(t), tokenizertest.Path(t)
 	cfg := scripted.DefaultConfig()
 	cfg.ErrorRate = 0.4
 	s, err := scripted.New(cfg)

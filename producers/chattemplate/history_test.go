@@ -4,27 +4,11 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync"
+	"tau2rl/producers/tokenizer/tokenizertest"
 	"testing"
 
 	"tau2rl/producers/tokenizer"
 )
-
-var (
-	tokOnce sync.Once
-	tok     *tokenizer.Tokenizer
-	tokErr  error
-)
-
-func qwen3(t testing.TB) *tokenizer.Tokenizer {
-	t.Helper()
-	dir := tokenizerDir(t)
-	tokOnce.Do(func() { tok, tokErr = tokenizer.Load(dir) })
-	if tokErr != nil {
-		t.Fatal(tokErr)
-	}
-	return tok
-}
 
 // assistantBody is what a model writes for m when it writes exactly what the
 // template renders (as the last assistant turn), plus <|im_end|>.
@@ -48,7 +32,7 @@ func trimNewline(ids []int32) []int32 { return ids[:len(ids)-1] }
 // the append-only history equals the template's full rendering at every
 // call, token for token.
 func TestIncrementalEqualsTemplate(t *testing.T) {
-	tk := qwen3(t)
+	tk := tokenizertest.Qwen3(t)
 	full := handRenderCases()[7].Messages // sys, greet, u1, a1, t1, a2, t2, t3, a3, u2
 	a1, a2 := full[3], full[5]
 	a1.ReasoningContent = Ptr("I need the user's details.")
@@ -92,7 +76,7 @@ func TestIncrementalEqualsTemplate(t *testing.T) {
 // prompt carries an empty think block, which the policy saw and the
 // incremental history keeps; the template drops it from earlier turns.
 func TestIncrementalThinkingOff(t *testing.T) {
-	tk := qwen3(t)
+	tk := tokenizertest.Qwen3(t)
 	full := handRenderCases()[7].Messages
 	opts := Options{Tools: fixtureTools, EnableThinking: bptr(false)}
 	h, err := New(ModeIncremental, tk, full[:3], opts)
@@ -122,7 +106,7 @@ func TestIncrementalThinkingOff(t *testing.T) {
 // history, while Rerender (like Qwen3's template) drops it after a new user
 // query.
 func TestIncrementalKeepsThinking(t *testing.T) {
-	tk := qwen3(t)
+	tk := tokenizertest.Qwen3(t)
 	sys := Message{Role: RoleSystem, Content: "You are an agent."}
 	u1 := Message{Role: RoleUser, Content: "Hi"}
 	u2 := Message{Role: RoleUser, Content: "Cancel it."}
@@ -172,7 +156,7 @@ func TestIncrementalKeepsThinking(t *testing.T) {
 }
 
 func TestIncrementalClosesTruncatedTurn(t *testing.T) {
-	tk := qwen3(t)
+	tk := tokenizertest.Qwen3(t)
 	h, err := New(ModeIncremental, tk, []Message{{Role: RoleUser, Content: "Hi"}}, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -201,7 +185,7 @@ func TestIncrementalClosesTruncatedTurn(t *testing.T) {
 }
 
 func TestHistoryOrderAndErrors(t *testing.T) {
-	tk := qwen3(t)
+	tk := tokenizertest.Qwen3(t)
 	for _, mode := range []Mode{ModeIncremental, ModeRerender} {
 		h, err := New(mode, tk, []Message{{Role: RoleUser, Content: "Hi"}}, Options{})
 		if err != nil {
@@ -241,7 +225,7 @@ func TestHistoryOrderAndErrors(t *testing.T) {
 }
 
 func BenchmarkIncrementalStep(b *testing.B) {
-	tk := qwen3(b)
+	tk := tokenizertest.Qwen3(b)
 	cases := handRenderCases()
 	full := cases[7].Messages
 	gen := tk.Encode("<tool_call>\n{\"name\": \"get_user_details\", \"arguments\": {\"user_id\": \"mia_li_3668\"}}\n</tool_call><|im_end|>")

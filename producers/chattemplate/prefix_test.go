@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"tau2rl/producers/tokenizer/tokenizertest"
 	"testing"
 )
 
@@ -11,7 +12,7 @@ import (
 // exactly New(ModeIncremental)'s prompts for the same conversation, call
 // after call, and the same messages.
 func TestNewIncrementalEqualsNew(t *testing.T) {
-	tk := qwen3(t)
+	tk := tokenizertest.Qwen3(t)
 	full := handRenderCases()[7].Messages // sys, greet, u1, a1, t1, a2, t2, t3, a3, u2
 	sys, greet, u1, a1, t1, u2 := full[0], full[1], full[2], full[3], full[4], full[9]
 	uni := Message{Role: RoleUser, Content: "Ünïcödé 你好 😀 \u0085\ufeff\r\n tab\t end  "}
@@ -82,7 +83,7 @@ func TestNewIncrementalEqualsNew(t *testing.T) {
 }
 
 func TestPrefixErrors(t *testing.T) {
-	tk := qwen3(t)
+	tk := tokenizertest.Qwen3(t)
 	sys := Message{Role: RoleSystem, Content: "S"}
 	tool := Message{Role: RoleTool, Content: "r"}
 	good, err := NewPrefix(tk, []Message{sys}, Options{})
@@ -126,7 +127,7 @@ func TestPrefixErrors(t *testing.T) {
 // TestPrefixShared: histories started from one Prefix, concurrently, never
 // see each other's tokens, and the prefix's ids stay as they were.
 func TestPrefixShared(t *testing.T) {
-	tk := qwen3(t)
+	tk := tokenizertest.Qwen3(t)
 	p, err := NewPrefix(tk, []Message{{Role: RoleSystem, Content: "S"}, {Role: RoleAssistant, Content: "Hi"}}, Options{Tools: fixtureTools})
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +178,7 @@ func TestPrefixShared(t *testing.T) {
 // BenchmarkNewIncremental starts a history from a cached prefix of about
 // τ²'s size; compare BenchmarkIncrementalStep, which tokenizes it.
 func BenchmarkNewIncremental(b *testing.B) {
-	tk := qwen3(b)
+	tk := tokenizertest.Qwen3(b)
 	full := handRenderCases()[7].Messages
 	sys := full[0]
 	sys.Content = strings.Repeat(sys.Content+"\n", 60)

@@ -7,26 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"tau2rl/producers/tokenizer/tokenizertest"
 	"testing"
 	"time"
 
-	"tau2rl/producers/tokenizer"
 	"tau2rl/producers/tokenizer/hforacle"
 )
 
 var update = flag.Bool("update", false, "regenerate golden files from the npm oracle (needs node and npm ci)")
-
-func tokenizerDir(t testing.TB) string {
-	t.Helper()
-	dir, err := tokenizer.LocateQwen3()
-	if err == tokenizer.ErrNotFound {
-		t.Skipf("Qwen3 tokenizer not found: set $%s or provide ../shared/qwen3-tokenizer", tokenizer.EnvDir)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
 
 type oracleOut struct {
 	Text  string `json:"text"`
@@ -44,7 +32,7 @@ func runTemplateOracle(t *testing.T, cases []renderCase) []oracleOut {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out []oracleOut
-	cfg := filepath.Join(tokenizerDir(t), "tokenizer_config.json")
+	cfg := filepath.Join(tokenizertest.Dir(t), "tokenizer_config.json")
 	if err := hforacle.Run(ctx, "template", cfg, cases, &out); err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +144,7 @@ func TestRenderPythonOracle(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out []oracleOut
-	if err := hforacle.RunPythonTemplate(ctx, filepath.Join(tokenizerDir(t), "tokenizer_config.json"), cases, &out); err != nil {
+	if err := hforacle.RunPythonTemplate(ctx, filepath.Join(tokenizertest.Dir(t), "tokenizer_config.json"), cases, &out); err != nil {
 		t.Fatal(err)
 	}
 	if len(out) != len(cases) {

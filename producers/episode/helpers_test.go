@@ -1,9 +1,7 @@
 package episode_test
 
 import (
-	"errors"
-	"path/filepath"
-	"sync"
+	"tau2rl/producers/tokenizer/tokenizertest"
 	"testing"
 
 	"tau2rl/producers/chattemplate"
@@ -13,34 +11,7 @@ import (
 	"tau2rl/producers/scripted"
 	"tau2rl/producers/tau2/data"
 	"tau2rl/producers/tau2/evaluator"
-	"tau2rl/producers/tokenizer"
 )
-
-var (
-	tokOnce sync.Once
-	tok     *tokenizer.Tokenizer
-	tokErr  error
-)
-
-// qwen3 loads the shared Qwen3 tokenizer or skips the test.
-func qwen3(tb testing.TB) *tokenizer.Tokenizer {
-	tb.Helper()
-	tokOnce.Do(func() {
-		dir, err := tokenizer.LocateQwen3()
-		if err != nil {
-			tokErr = err
-			return
-		}
-		tok, tokErr = tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
-	})
-	if tokErr != nil {
-		if errors.Is(tokErr, tokenizer.ErrNotFound) {
-			tb.Skipf("Qwen3 tokenizer not found (set %s): %v", tokenizer.EnvDir, tokErr)
-		}
-		tb.Fatal(tokErr)
-	}
-	return tok
-}
 
 // dataDir finds the τ² data or skips the test.
 func dataDir(tb testing.TB) string {
@@ -71,7 +42,7 @@ type envOpts struct {
 
 func newTestEnv(tb testing.TB, o envOpts) *testEnv {
 	tb.Helper()
-	tk := qwen3(tb)
+	tk := tokenizertest.Qwen3(tb)
 	dir := dataDir(tb)
 	script := o.script
 	if script == nil {

@@ -2,13 +2,11 @@ package episode
 
 import (
 	"encoding/json"
-	"errors"
-	"path/filepath"
 	"slices"
+	"tau2rl/producers/tokenizer/tokenizertest"
 	"testing"
 
 	"tau2rl/producers/chattemplate"
-	"tau2rl/producers/tokenizer"
 	"tau2rl/schemas"
 )
 
@@ -18,14 +16,7 @@ import (
 // agent of a prompt, reused by the next) with the same first prompt as
 // chattemplate.New on the whole conversation; rerender mode is New's.
 func TestAgentHistoryFromCachedPrefix(t *testing.T) {
-	dir, err := tokenizer.LocateQwen3()
-	if errors.Is(err, tokenizer.ErrNotFound) {
-		t.Skip("Qwen3 tokenizer not found")
-	}
-	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := tokenizertest.Qwen3(t)
 	tools := []json.RawMessage{json.RawMessage(`{"type": "function", "function": {"name": "get_user_details", "description": "Get the details of a user, including their reservations.", "parameters": {"properties": {"user_id": {"description": "The user ID, such as 'sara_doe_496'.", "title": "User Id", "type": "string"}}, "required": ["user_id"], "title": "parameters", "type": "object"}}}`), ThinkToolSchema()}
 	off := false
 	for _, tc := range []struct {

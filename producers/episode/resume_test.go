@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"tau2rl/producers/tokenizer/tokenizertest"
 	"testing"
 	"time"
 
@@ -120,7 +121,7 @@ func expectedFirstPrompt(t *testing.T, conv []chattemplate.Message) []int32 {
 	if want := "<tool_call>\n" + `{"name": "create_task", "arguments": ` + histArgs + "}\n</tool_call>"; !strings.Contains(text, want) {
 		t.Fatalf("rendered history lacks %q", want)
 	}
-	return qwen3(t).Encode(text)
+	return tokenizertest.Qwen3(t).Encode(text)
 }
 
 // chatHistory is the mock history as the agent's chat template reads it.
@@ -231,7 +232,7 @@ func TestResumedMockTasks(t *testing.T) {
 				if policy != len(tr.Calls) {
 					t.Errorf("%s: %d policy messages, %d calls", task.id, policy, len(tr.Calls))
 				}
-				hist, err := qwen3(t).Decode(tr.Calls[0].CompletionTokens)
+				hist, err := tokenizertest.Qwen3(t).Decode(tr.Calls[0].CompletionTokens)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"tau2rl/producers/tokenizer/tokenizertest"
 	"testing"
 	"time"
 
@@ -19,35 +20,11 @@ import (
 
 	"tau2rl/producers/chattemplate"
 	"tau2rl/producers/llmtest"
-	"tau2rl/producers/tokenizer"
 )
-
-var (
-	tokOnce sync.Once
-	tok     *tokenizer.Tokenizer
-	tokErr  error
-)
-
-func qwen3(t testing.TB) *tokenizer.Tokenizer {
-	t.Helper()
-	tokOnce.Do(func() {
-		var dir string
-		if dir, tokErr = tokenizer.LocateQwen3(); tokErr == nil {
-			tok, tokErr = tokenizer.Load(dir)
-		}
-	})
-	if errors.Is(tokErr, tokenizer.ErrNotFound) {
-		t.Skipf("Qwen3 tokenizer not found: set $%s", tokenizer.EnvDir)
-	}
-	if tokErr != nil {
-		t.Fatal(tokErr)
-	}
-	return tok
-}
 
 func server(t testing.TB, script llmtest.Script, opts ...llmtest.Option) *llmtest.Server {
 	t.Helper()
-	s, err := llmtest.NewServer(qwen3(t), script, opts...)
+	s, err := llmtest.NewServer(tokenizertest.Qwen3(t), script, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +57,7 @@ func prompt(t testing.TB) []int32 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return qwen3(t).Encode(text)
+	return tokenizertest.Qwen3(t).Encode(text)
 }
 
 // recorder is a script that remembers the temperature each call carried.
@@ -98,7 +75,7 @@ func (r *recorder) Reply(_ context.Context, c *llmtest.Call) (llmtest.Reply, err
 }
 
 func TestPolicies(t *testing.T) {
-	tk := qwen3(t)
+	tk := tokenizertest.Qwen3(t)
 	rec := &recorder{reply: toolReply}
 	s := server(t, rec, llmtest.WithWeightVersion("4"))
 	ids := prompt(t)

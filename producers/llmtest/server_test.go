@@ -11,39 +11,15 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
+	"tau2rl/producers/tokenizer/tokenizertest"
 	"testing"
 
 	"tau2rl/producers/chattemplate"
-	"tau2rl/producers/tokenizer"
 )
-
-var (
-	tokOnce sync.Once
-	tok     *tokenizer.Tokenizer
-	tokErr  error
-)
-
-func qwen3(t testing.TB) *tokenizer.Tokenizer {
-	t.Helper()
-	tokOnce.Do(func() {
-		var dir string
-		if dir, tokErr = tokenizer.LocateQwen3(); tokErr == nil {
-			tok, tokErr = tokenizer.Load(dir)
-		}
-	})
-	if errors.Is(tokErr, tokenizer.ErrNotFound) {
-		t.Skipf("Qwen3 tokenizer not found: set $%s", tokenizer.EnvDir)
-	}
-	if tokErr != nil {
-		t.Fatal(tokErr)
-	}
-	return tok
-}
 
 func newServer(t testing.TB, script Script, opts ...Option) *Server {
 	t.Helper()
-	s, err := NewServer(qwen3(t), script, opts...)
+	s, err := NewServer(tokenizertest.Qwen3(t), script, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +53,7 @@ func promptIDs(t *testing.T) ([]int32, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return qwen3(t).Encode(text), text
+	return tokenizertest.Qwen3(t).Encode(text), text
 }
 
 func TestGenerateWireFormat(t *testing.T) {
@@ -93,7 +69,7 @@ func TestGenerateWireFormat(t *testing.T) {
 		!slices.Equal(seen.ToolNames(), []string{"get_user_details"}) || seen.Temperature == nil || *seen.Temperature != 0 || seen.API != APIGenerate {
 		t.Errorf("call seen by the script: %+v", seen)
 	}
-	tk := qwen3(t)
+	tk := tokenizertest.Qwen3(t)
 	want, _ := lookup.Text(false)
 	wantIDs := append(tk.Encode(want), 151645)
 	var got []int32
@@ -163,7 +139,7 @@ func TestCompletionsWireFormat(t *testing.T) {
 		t.Fatalf("status %d: %v", status, out)
 	}
 	ch := out["choices"].([]any)[0].(map[string]any)
-	tk := qwen3(t)
+	tk := tokenizertest.Qwen3(t)
 	want := append(tk.Encode("Hello!"), 151645)
 	var got []int32
 	for _, v := range ch["token_ids"].([]any) {
@@ -335,7 +311,7 @@ func FuzzHandlers(f *testing.F) {
 	f.Add("/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "logprobs": true, "top_logprobs": 3}`)
 	f.Add("/update_weights_from_disk", `{"model_path": "/x"}`)
 	f.Add("/update_weights", `{"update_info": {"path": "/x"}}`)
-	tk := qwen3(f)
+	tk := tokenizertest.Qwen3(f)
 	s, err := NewServer(tk, Constant(lookup))
 	if err != nil {
 		f.Fatal(err)

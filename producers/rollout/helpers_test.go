@@ -2,9 +2,8 @@ package rollout_test
 
 import (
 	"context"
-	"errors"
-	"path/filepath"
 	"sync"
+	"tau2rl/producers/tokenizer/tokenizertest"
 	"testing"
 	"time"
 
@@ -19,31 +18,9 @@ import (
 	"tau2rl/schemas"
 )
 
-var (
-	tokOnce sync.Once
-	tok     *tokenizer.Tokenizer
-	tokPath string
-	tokErr  error
-)
-
 func qwen3(tb testing.TB) (*tokenizer.Tokenizer, string) {
 	tb.Helper()
-	tokOnce.Do(func() {
-		dir, err := tokenizer.LocateQwen3()
-		if err != nil {
-			tokErr = err
-			return
-		}
-		tokPath = filepath.Join(dir, "tokenizer.json")
-		tok, tokErr = tokenizer.Load(tokPath)
-	})
-	if tokErr != nil {
-		if errors.Is(tokErr, tokenizer.ErrNotFound) {
-			tb.Skipf("Qwen3 tokenizer not found (set %s): %v", tokenizer.EnvDir, tokErr)
-		}
-		tb.Fatal(tokErr)
-	}
-	return tok, tokPath
+	return tokenizertest.Qwen3(tb), tokenizertest.Path(tb)
 }
 
 func needData(tb testing.TB) string {
