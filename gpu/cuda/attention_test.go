@@ -5,6 +5,7 @@ package cuda
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"tau2rl/gpu"
@@ -150,7 +151,7 @@ func TestAttentionKernels(t *testing.T) {
 			in := newAttnProblem(rng, tc.mb, tc.nh, tc.nkv, tc.hd)
 			ref := referenceAttention(in)
 			got := map[string]*attnOutputs{}
-			for _, impl := range []string{AttentionFA2, AttentionWMMA} {
+			for _, impl := range []string{AttentionFA2, AttentionFA2Det, AttentionWMMA} {
 				res, err := runAttention(in, impl, 0)
 				if err != nil {
 					t.Fatalf("%s: %v", impl, err)
@@ -176,7 +177,7 @@ func TestAttentionKernels(t *testing.T) {
 					t.Errorf("%s lse: max |Δ| %.3g vs float64, want ≤ 4e-3", impl, worst)
 				}
 			}
-			a, b := got[AttentionFA2], got[AttentionWMMA]
+			a, b, det := got[AttentionFA2], got[AttentionWMMA], got[AttentionFA2Det]
 			for _, c := range []struct {
 				what string
 				x, y []uint16
@@ -184,6 +185,26 @@ func TestAttentionKernels(t *testing.T) {
 				if e := relErrBF16(c.x, bf16s(c.y)); !(e <= tol) {
 					t.Errorf("fa2 vs wmma %s: relative difference %.3g, want ≤ %g", c.what, e, tol)
 				}
+			}
+			// The two FA2 variants share the forward and the dK/dV arithmetic bit for bit; their dQ
+			// differs only in fp32 summation order before the one rounding to bf16.
+			for _, c := range []struct {
+				what string
+				x, y []uint16
+			}{{"out", a.out, det.out}, {"dk", a.dk, det.dk}, {"dv", a.dv, det.dv}} {
+				if !slices.Equal(c.x, c.y) {
+					t.Errorf("fa2 vs fa2-deterministic %s: not the same bits", c.what)
+				}
+			}
+			if e := relErrBF16(a.dq, bf16s(det.dq)); !(e <= 4e-3) {
+				t.Errorf("fa2 (atomic dQ) vs fa2-deterministic dq: relative difference %.3g, want ≤ 4e-3", e)
+			}
+			again, err := runAttention(in, AttentionFA2Det, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(again.dq, det.dq) || !slices.Equal(again.dk, det.dk) {
+				t.Error("fa2-deterministic: a second run gave other dq/dk bits")
 			}
 			t.Logf("n %d: fa2 out %.2e dq %.2e dk %.2e dv %.2e; wmma out %.2e dq %.2e", tc.mb.Len(),
 				relErrBF16(a.out, ref.out), relErrBF16(a.dq, ref.dq), relErrBF16(a.dk, ref.dk), relErrBF16(a.dv, ref.dv),
@@ -193,7 +214,8 @@ func TestAttentionKernels(t *testing.T) {
 }
 
 // TestAttentionImplsAgreeInModel: the whole model's log-probs and gradients with the FA2 kernels
-// equal those with the WMMA kernels up to bf16 rounding, and an unknown kernel name is refused.
+// (atomic and deterministic dQ) equal those with the WMMA kernels up to bf16 rounding, and an
+// unknown kernel name is refused.
 func TestAttentionImplsAgreeInModel(t *testing.T) {
 	cfg := wideConfig()
 	rng := rand.New(rand.NewPCG(31, 32))
@@ -211,6 +233,13 @@ func TestAttentionImplsAgreeInModel(t *testing.T) {
 	for _, name := range sortedKeys(wm.grads) {
 		if e := relErr(fa.grads[name], wm.grads[name]); e > tolGradRel/2 || math.IsNaN(e) {
 			t.Errorf("gradient %s: fa2 vs wmma relative difference %.3g, want ≤ %g", name, e, tolGradRel/2)
+		}
+	}
+	opt.Attention = AttentionFA2Det
+	det := cudaFB(t, newBackend(t, w, opt), p.mb, dl)
+	for _, name := range sortedKeys(wm.grads) {
+		if e := relErr(det.grads[name], wm.grads[name]); e > tolGradRel/2 || math.IsNaN(e) {
+			t.Errorf("gradient %s: fa2-deterministic vs wmma relative difference %.3g, want ≤ %g", name, e, tolGradRel/2)
 		}
 	}
 	opt.Attention = "flash3"

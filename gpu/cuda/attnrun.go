@@ -51,22 +51,18 @@ func (in *attnInputs) check() error {
 	return nil
 }
 
-// runAttention runs the forward and backward tree-attention kernels of impl (AttentionFA2 or
-// AttentionWMMA) once on device 0, with every output poisoned (all bits set: bf16/fp32 NaN)
+// runAttention runs the forward and backward tree-attention kernels of impl (AttentionFA2,
+// AttentionFA2Det or AttentionWMMA) once on device 0, with every output poisoned (all bits set: bf16/fp32 NaN)
 // beforehand so an element the kernels fail to write shows up as NaN. With reps > 0 it then
 // times reps forward and reps backward launches with device events and reports the medians.
 func runAttention(in *attnInputs, impl string, reps int) (res *attnOutputs, err error) {
 	if err := in.check(); err != nil {
 		return nil, err
 	}
-	sel := C.int(C.T2_ATT_FA2)
-	switch impl {
-	case AttentionFA2:
-	case AttentionWMMA:
-		sel = C.T2_ATT_WMMA
-	default:
+	if impl != AttentionFA2 && impl != AttentionFA2Det && impl != AttentionWMMA {
 		return nil, fmt.Errorf("cuda: attention impl %q", impl)
 	}
+	sel := attImplOf(impl)
 	var ctx dptr
 	if err := statusErr(C.t2_init(0, &ctx)); err != nil {
 		return nil, fmt.Errorf("cuda: init: %w", err)
@@ -91,10 +87,11 @@ func runAttention(in *attnInputs, impl string, reps int) (res *attnOutputs, err 
 		p     *dptr
 		bytes int
 	}
-	var q, k, v, dout, send, bmax, out, lse, dq, dk, dv, di dptr
+	var q, k, v, dout, send, bmax, out, lse, dq, dk, dv, di, dqAcc dptr
 	for _, b := range []buf{
 		{&q, 2 * n * qd}, {&k, 2 * n * kd}, {&v, 2 * n * kd}, {&dout, 2 * n * qd}, {&send, 4 * n}, {&bmax, 4 * 2 * nb},
 		{&out, 2 * n * qd}, {&lse, 4 * n * in.nh}, {&dq, 2 * n * qd}, {&dk, 2 * n * kd}, {&dv, 2 * n * kd}, {&di, 4 * n * in.nh},
+		{&dqAcc, 4 * n * qd},
 	} {
 		if *b.p, err = alloc(b.bytes); err != nil {
 			return nil, err
@@ -122,7 +119,7 @@ func runAttention(in *attnInputs, impl string, reps int) (res *attnOutputs, err 
 			ci(in.nh), ci(in.nkv), ci(in.d), sel)
 	}
 	bwd := func() C.t2_status {
-		return C.t2_attention_bwd(dq, dk, ci(kd), dv, ci(kd), f32p(di), dout, out, f32p(lse), q, k, v, ci(qd), ci(kd),
+		return C.t2_attention_bwd(dq, dk, ci(kd), dv, ci(kd), f32p(di), f32p(dqAcc), dout, out, f32p(lse), q, k, v, ci(qd), ci(kd),
 			ci(kd), i32p(send), i32p(bmax), ci(n), ci(in.nh), ci(in.nkv), ci(in.d), sel)
 	}
 	if err := statusErr(fwd()); err != nil {

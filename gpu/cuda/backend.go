@@ -41,8 +41,12 @@ type Backend struct {
 	n           int  // nodes in the last Forward/LogProbs
 	headRows    int  // of those, nodes the LM head runs on (see headPlan)
 	haveForward bool // Backward may run
+	// logitsKept: Forward's head fitted one logit chunk, so a.logits still holds its bf16 logits
+	// and Backward skips recomputing them (the LM head GEMM, a quarter of the head's work).
+	logitsKept bool
 	held        int64
 	closed      bool
+	prof        *profiler // nil unless SetProfiling(true)
 	// stateErr is set when LoadOptimizerState failed half-way through replacing the state; Step
 	// and SaveOptimizerState refuse to run on such a state until a load succeeds.
 	stateErr error
@@ -287,8 +291,10 @@ func (b *Backend) Step(opt gpu.Optimizer) (float64, error) {
 		return 0, fmt.Errorf("cuda: step: %w", b.stateErr)
 	}
 	var ss C.double
-	if err := statusErr(C.t2_sumsq(&ss, f32p(b.partial), f32p(b.grad), csz(b.total))); err != nil {
-		return 0, fmt.Errorf("cuda: gradient norm: %w", err)
+	s := b.newSeq()
+	s.do("gradient norm", func() C.t2_status { return C.t2_sumsq(&ss, f32p(b.partial), f32p(b.grad), csz(b.total)) })
+	if s.err != nil {
+		return 0, s.err
 	}
 	norm := math.Sqrt(float64(ss))
 	if math.IsNaN(norm) || math.IsInf(norm, 0) {
@@ -307,16 +313,12 @@ func (b *Backend) Step(opt gpu.Optimizer) (float64, error) {
 	b.step++
 	bc1 := 1 - math.Pow(opt.Beta1, float64(b.step))
 	bc2 := 1 - math.Pow(opt.Beta2, float64(b.step))
-	err := statusErr(C.t2_adamw(f32p(b.master), b.param, f32p(b.grad), f32p(b.m), f32p(b.v), csz(b.total),
-		C.float(opt.LR), C.float(opt.Beta1), C.float(opt.Beta2), C.float(opt.Eps), C.float(opt.WeightDecay),
-		C.float(scale), C.float(bc1), C.float(bc2)))
-	if err != nil {
-		return norm, fmt.Errorf("cuda: adamw: %w", err)
-	}
-	if err := syncDevice(); err != nil {
-		return norm, fmt.Errorf("cuda: adamw: %w", err)
-	}
-	return norm, nil
+	s.do("adamw", func() C.t2_status {
+		return C.t2_adamw(f32p(b.master), b.param, f32p(b.grad), f32p(b.m), f32p(b.v), csz(b.total),
+			C.float(opt.LR), C.float(opt.Beta1), C.float(opt.Beta2), C.float(opt.Eps), C.float(opt.WeightDecay),
+			C.float(scale), C.float(bc1), C.float(bc2))
+	})
+	return norm, s.finish("adamw")
 }
 
 // tensor copies one fp32 tensor of a flat buffer (master or grad) to the host.
@@ -388,6 +390,11 @@ func (b *Backend) Close() error {
 	var errs []error
 	if err := b.act.free(); err != nil {
 		errs = append(errs, err)
+	}
+	if b.prof != nil {
+		if err := b.prof.close(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, p := range []dptr{b.master, b.param, b.grad, b.m, b.v, b.partial} {
 		if err := free(p); err != nil {

@@ -130,9 +130,13 @@ func trainStep(b *testing.B, be *Backend, mbs []*gpu.MicroBatch, opt gpu.Optimiz
 	}
 }
 
-// BenchmarkTrainStep times a full training step (Forward, Backward, AdamW Step) on one micro-batch
+// BenchmarkTrainStep times a full training step (Forward, Backward, AdamW Step) on micro-batches
 // of 4096-token sequences for the Qwen3-0.6B and 1.7B shapes (random weights), reporting tokens/s,
-// MFU and device memory. T2_BENCH_SHAPES (comma-separated sub-benchmark names) narrows the set.
+// MFU and device memory. A name ending in "xM" accumulates the gradients of M different
+// micro-batches before the one optimizer step, as the trainer does for a mini-batch (and llm.c's
+// MFU figures do): the AdamW pass over the weights is then shared by M micro-batches. Tokens/s and
+// MFU count every micro-batch. T2_BENCH_SHAPES (comma-separated sub-benchmark names) narrows the
+// set.
 func BenchmarkTrainStep(b *testing.B) {
 	info, err := Device(0)
 	if err != nil {
@@ -141,15 +145,17 @@ func BenchmarkTrainStep(b *testing.B) {
 	for _, tc := range []struct {
 		name      string
 		cfg       gpu.Config
-		tokens    int
+		tokens    int // per micro-batch
 		recompute bool
+		micro     int // micro-batches per optimizer step
 	}{
-		{"0.6B/16k", gpu.Qwen3_0_6B(), 16384, false},
-		{"0.6B/32k", gpu.Qwen3_0_6B(), 32768, false},
-		{"1.7B/16k", gpu.Qwen3_1_7B(), 16384, false},
-		{"1.7B/16k-recompute", gpu.Qwen3_1_7B(), 16384, true},
-		{"1.7B/32k-recompute", gpu.Qwen3_1_7B(), 32768, true},
-		{"1.7B/32k", gpu.Qwen3_1_7B(), 32768, false},
+		{"0.6B/16k", gpu.Qwen3_0_6B(), 16384, false, 1},
+		{"0.6B/32k", gpu.Qwen3_0_6B(), 32768, false, 1},
+		{"1.7B/16k", gpu.Qwen3_1_7B(), 16384, false, 1},
+		{"1.7B/16kx4", gpu.Qwen3_1_7B(), 16384, false, 4},
+		{"1.7B/16k-recompute", gpu.Qwen3_1_7B(), 16384, true, 1},
+		{"1.7B/32k-recompute", gpu.Qwen3_1_7B(), 32768, true, 1},
+		{"1.7B/32k", gpu.Qwen3_1_7B(), 32768, false, 1},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			if sel := os.Getenv("T2_BENCH_SHAPES"); sel != "" && !strings.Contains(","+sel+",", ","+tc.name+",") {
@@ -162,25 +168,32 @@ func BenchmarkTrainStep(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer be.Close()
-			mb := chains(rand.New(rand.NewPCG(2, 2)), tc.cfg.VocabSize, tc.tokens/4096, 4096)
+			rng := rand.New(rand.NewPCG(2, 2))
+			mbs := make([]*gpu.MicroBatch, tc.micro)
+			var flops float64
+			for i := range mbs {
+				mbs[i] = chains(rng, tc.cfg.VocabSize, tc.tokens/4096, 4096)
+				flops += modelFlops(tc.cfg, mbs[i])
+			}
+			tokens := tc.tokens * tc.micro
 			o := gpu.DefaultOptimizer()
-			if _, _, err := be.Forward(mb); err != nil { // allocate; an OOM here is a result, not a crash
-				saveRecord(b, benchRecord{Name: "go/" + tc.name, Device: info.Name, Tokens: tc.tokens, Recompute: tc.recompute, Note: err.Error()})
+			if _, _, err := be.Forward(mbs[0]); err != nil { // allocate; an OOM here is a result, not a crash
+				saveRecord(b, benchRecord{Name: "go/" + tc.name, Device: info.Name, Tokens: tokens, Recompute: tc.recompute, Note: err.Error()})
 				b.Skipf("does not fit: %v", err)
 			}
 			be.haveForward = false
-			trainStep(b, be, []*gpu.MicroBatch{mb}, o) // warm-up
+			trainStep(b, be, mbs, o) // warm-up
 			b.ResetTimer()
 			start := time.Now()
 			for range b.N {
-				trainStep(b, be, []*gpu.MicroBatch{mb}, o)
+				trainStep(b, be, mbs, o)
 			}
 			el := time.Since(start).Seconds() / float64(b.N)
 			b.StopTimer()
 			d, _ := Device(0)
 			r := benchRecord{
-				Name: "go/" + tc.name, Device: info.Name, Tokens: tc.tokens, StepMS: el * 1e3,
-				TokensPerSec: float64(tc.tokens) / el, MFU: modelFlops(tc.cfg, mb) / el / peakBF16,
+				Name: "go/" + tc.name, Device: info.Name, Tokens: tokens, StepMS: el * 1e3,
+				TokensPerSec: float64(tokens) / el, MFU: flops / el / peakBF16,
 				HeldGB: float64(be.HeldBytes()) / 1e9, DeviceUsedGB: float64(d.TotalBytes-d.FreeBytes) / 1e9,
 				Recompute: tc.recompute,
 			}
@@ -188,6 +201,7 @@ func BenchmarkTrainStep(b *testing.B) {
 			b.ReportMetric(100*r.MFU, "MFU%")
 			b.ReportMetric(r.DeviceUsedGB, "devGB")
 			saveRecord(b, r)
+			profileStep(b, be, "train-"+tc.name, func() { trainStep(b, be, mbs, o) })
 		})
 	}
 }
@@ -338,7 +352,7 @@ func BenchmarkAttention(b *testing.B) {
 		for _, p := range tc.mb.Positions {
 			pairs += float64(p) + 1
 		}
-		for _, impl := range []string{AttentionFA2, AttentionWMMA} {
+		for _, impl := range []string{AttentionFA2, AttentionFA2Det, AttentionWMMA} {
 			b.Run(tc.name+"/"+impl, func(b *testing.B) {
 				var res *attnOutputs
 				for range b.N {
@@ -358,6 +372,40 @@ func BenchmarkAttention(b *testing.B) {
 					Note:   fmt.Sprintf("fwd %.3f ms (%.0f TFLOP/s), bwd %.3f ms (%.0f TFLOP/s)", res.fwdMS, fwdTF, res.bwdMS, bwdTF),
 				})
 			})
+		}
+	}
+}
+
+// profileStep runs step once more with the per-operation profiler on when T2_PROFILE is set, and
+// writes the table (operation, launches, device ms, share of the profiled time) to the log and to
+// $T2_REPORT_DIR/profile-<name>.txt.
+func profileStep(b *testing.B, be *Backend, name string, step func()) {
+	if os.Getenv("T2_PROFILE") == "" {
+		return
+	}
+	if err := be.SetProfiling(true); err != nil {
+		b.Fatal(err)
+	}
+	step()
+	ops := be.Profile()
+	if err := be.SetProfiling(false); err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for _, op := range ops {
+		total += op.MS
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%-40s %6s %10s %6s\n", "operation ("+name+")", "calls", "ms", "share")
+	for _, op := range ops {
+		fmt.Fprintf(&sb, "%-40s %6d %10.3f %5.1f%%\n", op.Op, op.Calls, op.MS, 100*op.MS/total)
+	}
+	fmt.Fprintf(&sb, "%-40s %6s %10.3f\n", "total", "", total)
+	b.Log("\n" + sb.String())
+	if dir := os.Getenv("T2_REPORT_DIR"); dir != "" {
+		file := filepath.Join(dir, "profile-"+strings.NewReplacer("/", "_", ".", "_").Replace(name)+".txt")
+		if err := os.WriteFile(file, []byte(sb.String()), 0o644); err != nil {
+			b.Logf("profile: %v", err)
 		}
 	}
 }

@@ -46,15 +46,23 @@ func statusErr(s C.t2_status) error {
 
 // seq runs a sequence of CUDA calls, stopping at the first failure and remembering where it was.
 // Each call is a closure so nothing after a failure is launched.
+// With a profiler (Backend.SetProfiling), each call is timed between CUDA events.
 type seq struct {
-	err error
+	err  error
+	prof *profiler
 }
 
 func (s *seq) do(what string, f func() C.t2_status) {
 	if s.err != nil {
 		return
 	}
-	if err := statusErr(f()); err != nil {
+	var err error
+	if s.prof != nil {
+		err = s.prof.around(what, f)
+	} else {
+		err = statusErr(f())
+	}
+	if err != nil {
 		s.err = fmt.Errorf("cuda: %s: %w", what, err)
 	}
 }

@@ -38,6 +38,7 @@ type activations struct {
 	dxn, dh, dgu     dptr // [cap, H], [cap, I], [cap, 2I]
 	datt, dq, dk     dptr // [cap, QD], [cap, QD], [cap, KVD]
 	dqkv, di         dptr // [cap, QD+2KVD]; fp32 [nh, cap]
+	dqAcc            dptr // fp32 [cap, QD]: the atomic dQ's sums (Options.Attention "fa2" only)
 	logits           dptr // bf16 [chunk, V]
 	chunk            int
 
@@ -108,6 +109,9 @@ func (b *Backend) ensure(n int) error {
 	a.xf, a.rstdf, a.a = bf(H), f32(1), bf(H)
 	a.dresid, a.dresidBF, a.dxn, a.dh, a.dgu = f32(H), bf(H), bf(H), bf(I), bf(2*I)
 	a.datt, a.dq, a.dk, a.dqkv, a.di = bf(QD), bf(QD), bf(KVD), bf(QKV), f32(nh)
+	if b.attImpl() == C.T2_ATT_FA2 {
+		a.dqAcc = f32(QD)
+	}
 	a.logits = get(2 * a.chunk * V)
 	a.tokens, a.positions, a.send, a.blockmax = f32(1), f32(1), f32(1), get(4*2*(capN/64+1))
 	a.headRow, a.rowList, a.rowOf, a.childOff, a.childIdx = f32(1), f32(1), f32(1), get(4*(capN+1)), f32(1)
@@ -205,9 +209,15 @@ func (b *Backend) uploadBatch(mb *gpu.MicroBatch) error {
 }
 
 // attImpl is the t2_attention_* kernel selector for b.opt.Attention (validated in New).
-func (b *Backend) attImpl() C.int {
-	if b.opt.Attention == AttentionWMMA {
+func (b *Backend) attImpl() C.int { return attImplOf(b.opt.Attention) }
+
+// attImplOf maps an Options.Attention value (validated) to its t2_attention_* selector.
+func attImplOf(name string) C.int {
+	switch name {
+	case AttentionWMMA:
 		return C.T2_ATT_WMMA
+	case AttentionFA2Det:
+		return C.T2_ATT_FA2_DET
 	}
 	return C.T2_ATT_FA2
 }
@@ -224,7 +234,7 @@ func (b *Backend) forward(mb *gpu.MicroBatch, keep bool) (logp, entropy []float3
 	c := b.cfg
 	n, H, V := b.n, c.HiddenSize, c.VocabSize
 	eps := C.float(c.RMSNormEps)
-	var s seq
+	s := b.newSeq()
 	s.do("embedding", func() C.t2_status {
 		return C.t2_embedding_fwd(a.xs[0], i32p(a.tokens), b.pw(b.embed), ci(n), ci(H))
 	})
@@ -240,6 +250,8 @@ func (b *Backend) forward(mb *gpu.MicroBatch, keep bool) (logp, entropy []float3
 	})
 	s.do("zero logp", func() C.t2_status { return C.t2_memset(a.logp, 0, csz(4*n)) })
 	s.do("zero entropy", func() C.t2_status { return C.t2_memset(a.ent, 0, csz(4*n)) })
+	// A head that fits one chunk leaves its logits in a.logits for Backward (logitsKept).
+	b.logitsKept = false
 	b.headChunks(&s, func(r0, rows int) {
 		s.do("lm_head", func() C.t2_status {
 			return C.t2_linear_fwd(b.ctx, a.logits, off(a.a, r0*H, 2), b.pw(b.lmHead), ci(rows), ci(H), ci(V))
@@ -259,10 +271,11 @@ func (b *Backend) forward(mb *gpu.MicroBatch, keep bool) (logp, entropy []float3
 	if err := d2hF32(entropy, a.ent); err != nil {
 		return nil, nil, fmt.Errorf("cuda: forward: %w", err)
 	}
-	if err := syncDevice(); err != nil {
-		return nil, nil, fmt.Errorf("cuda: forward: %w", err)
+	if err := s.finish("forward"); err != nil {
+		return nil, nil, err
 	}
 	b.haveForward = keep
+	b.logitsKept = keep && b.headRows > 0 && b.headRows <= a.chunk
 	return logp, entropy, nil
 }
 
@@ -329,14 +342,18 @@ func (b *Backend) backward(dlogp []float32) error {
 	if err := h2dF32(a.dlogp, dlogp); err != nil {
 		return fmt.Errorf("cuda: backward: upload dlogp: %w", err)
 	}
-	var s seq
+	s := b.newSeq()
 	s.do("zero residual gradient", func() C.t2_status { return C.t2_memset(a.dresid, 0, csz(4*n*H)) })
 	// Head rows only: their input gradient is computed into a.dresidBF (free until the final
 	// norm's backward writes it), then scattered to a.dxn with zeros on every other node.
+	kept := b.logitsKept
+	b.logitsKept = false // the log-prob backward turns them into their gradient in place
 	b.headChunks(&s, func(r0, rows int) {
-		s.do("lm_head (recomputed)", func() C.t2_status {
-			return C.t2_linear_fwd(b.ctx, a.logits, off(a.a, r0*H, 2), b.pw(b.lmHead), ci(rows), ci(H), ci(V))
-		})
+		if !kept {
+			s.do("lm_head (recomputed)", func() C.t2_status {
+				return C.t2_linear_fwd(b.ctx, a.logits, off(a.a, r0*H, 2), b.pw(b.lmHead), ci(rows), ci(H), ci(V))
+			})
+		}
 		s.do("log-prob backward", func() C.t2_status {
 			return C.t2_logprob_bwd(a.logits, f32p(a.rowLse), f32p(a.logp), f32p(a.dlogp), i32p(a.tokens),
 				i32p(a.childOff), i32p(a.childIdx), ci(r0), ci(rows), ci(V))
@@ -370,13 +387,7 @@ func (b *Backend) backward(dlogp []float32) error {
 	s.do("embedding backward", func() C.t2_status {
 		return C.t2_embedding_bwd(b.gw(b.embed), i32p(a.tokens), f32p(a.dresid), ci(n), ci(H))
 	})
-	if s.err != nil {
-		return s.err
-	}
-	if err := syncDevice(); err != nil {
-		return fmt.Errorf("cuda: backward: %w", err)
-	}
-	return nil
+	return s.finish("backward")
 }
 
 // layerBackward back-propagates a.dresid (the gradient of the layer's output) through layer l,
@@ -414,7 +425,7 @@ func (b *Backend) layerBackward(s *seq, l int, la *layerActs, xin dptr) {
 		return C.t2_linear_bwd_w(b.ctx, b.gw(w.o), a.dresidBF, la.att, ci(n), ci(QD), ci(H))
 	})
 	s.do(at("attention"), func() C.t2_status {
-		return C.t2_attention_bwd(a.dq, a.dk, ci(KVD), off(a.dqkv, QD+KVD, 2), ci(QKV), f32p(a.di), a.datt, la.att,
+		return C.t2_attention_bwd(a.dq, a.dk, ci(KVD), off(a.dqkv, QD+KVD, 2), ci(QKV), f32p(a.di), f32p(a.dqAcc), a.datt, la.att,
 			f32p(la.lse), la.qr, la.kr, off(la.qkv, QD+KVD, 2), ci(QD), ci(KVD), ci(QKV), i32p(a.send),
 			i32p(a.blockmax), ci(n), ci(nh), ci(nkv), ci(d), b.attImpl())
 	})

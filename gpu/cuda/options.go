@@ -11,26 +11,33 @@ type Options struct {
 	// activations during Backward (about one extra forward pass of compute), so long micro-batches
 	// fit: the 1.7B shape at 32k tokens needs it on an 80 GB card. Default false.
 	Recompute bool `yaml:"recompute"`
-	// LogitChunk is the number of token rows whose bf16 logits (vocab_size wide) exist at once in the
-	// log-prob computation; default 4096 (1.2 GB for Qwen3's 151,936-token vocabulary).
+	// LogitChunk is the number of head rows (nodes whose next-token distribution the loss needs)
+	// whose bf16 logits (vocab_size wide) exist at once in the log-prob computation. When a
+	// micro-batch's head rows fit one chunk, Backward reuses Forward's logits instead of recomputing
+	// them (one LM-head GEMM fewer, ~3% of a 1.7B step); more rows are processed chunk by chunk and
+	// recomputed. Default 16384: 5 GB for Qwen3's 151,936-token vocabulary, allocated only up to the
+	// largest micro-batch seen.
 	LogitChunk int `yaml:"logit_chunk"`
 	// Attention picks the tree-attention kernels: "fa2" (FlashAttention-2 style: mma.sync with the
-	// score and accumulator tiles in registers, cp.async double buffering; the default) or "wmma"
-	// (the first kernels, WMMA with every tile staged through shared memory; slower, kept as a
-	// cross-check and fallback). Both compute the same function. Empty means "fa2".
+	// score and accumulator tiles in registers, cp.async double buffering, dQ accumulated with fp32
+	// atomics; the default), "fa2-deterministic" (the same forward; a backward with a separate dQ pass
+	// recomputing the scores, about 25% slower, whose gradients are the same bits on every run) or
+	// "wmma" (the first kernels, WMMA with every tile staged through shared memory; slower, kept as a
+	// cross-check and fallback). All compute the same function. Empty means "fa2".
 	Attention string `yaml:"attention"`
 }
 
 // The values of Options.Attention.
 const (
-	AttentionFA2  = "fa2"
-	AttentionWMMA = "wmma"
+	AttentionFA2    = "fa2"
+	AttentionFA2Det = "fa2-deterministic"
+	AttentionWMMA   = "wmma"
 )
 
-// DefaultOptions returns device 0, no recomputation, 4096-row logit chunks, the FA2 attention
+// DefaultOptions returns device 0, no recomputation, 16384-row logit chunks, the FA2 attention
 // kernels.
 func DefaultOptions() Options {
-	return Options{Device: 0, Recompute: false, LogitChunk: 4096, Attention: AttentionFA2}
+	return Options{Device: 0, Recompute: false, LogitChunk: 16384, Attention: AttentionFA2}
 }
 
 // Validate reports options the backend cannot run with.
@@ -41,8 +48,9 @@ func (o Options) Validate() error {
 	if o.LogitChunk <= 0 {
 		return fmt.Errorf("cuda: options logit_chunk %d must be > 0", o.LogitChunk)
 	}
-	if o.Attention != "" && o.Attention != AttentionFA2 && o.Attention != AttentionWMMA {
-		return fmt.Errorf("cuda: options attention %q: want %q or %q", o.Attention, AttentionFA2, AttentionWMMA)
+	if o.Attention != "" && o.Attention != AttentionFA2 && o.Attention != AttentionFA2Det && o.Attention != AttentionWMMA {
+		return fmt.Errorf("cuda: options attention %q: want %q, %q or %q", o.Attention, AttentionFA2,
+			AttentionFA2Det, AttentionWMMA)
 	}
 	return nil
 }

@@ -15,7 +15,7 @@
  * so most steps need only __syncwarp; shared K/V/Q tiles are guarded by __syncthreads.
  *
  * These are the first kernels (T2_ATT_WMMA); attention_fa2.cu holds the FlashAttention-2-style ones
- * (T2_ATT_FA2, the default), which the public entry points below dispatch to.
+ * (T2_ATT_FA2, the default, and T2_ATT_FA2_DET), which the public entry points below dispatch to.
  *
  * Backward is split in two deterministic kernels (no atomics): one per key block accumulating dK, dV
  * over the query blocks that can see it (and over the query heads of its GQA group), one per query
@@ -241,8 +241,8 @@ extern "C" t2_status t2_attention_fwd(void *out, float *lse, const void *q, cons
                                       const int32_t *blockmax, int n, int nh, int nkv, int d, int impl) {
     T2_REQUIRE(n > 0 && nh > 0 && nkv > 0 && nh % nkv == 0, "t2_attention_fwd(shape)");
     T2_REQUIRE(strides_ok(d, q_stride, k_stride, v_stride), "t2_attention_fwd(strides multiple of 8)");
-    T2_REQUIRE(impl == T2_ATT_FA2 || impl == T2_ATT_WMMA, "t2_attention_fwd(impl)");
-    if (impl == T2_ATT_FA2)
+    T2_REQUIRE(impl == T2_ATT_FA2 || impl == T2_ATT_FA2_DET || impl == T2_ATT_WMMA, "t2_attention_fwd(impl)");
+    if (impl != T2_ATT_WMMA) /* both FA2 variants share the forward kernel */
         return t2_attention_fwd_fa2(out, lse, q, k, v, q_stride, k_stride, v_stride, subtree_end, blockmax, n, nh,
                                     nkv, d);
     switch (d) {
@@ -484,21 +484,23 @@ static t2_status attention_bwd_d(void *dq, void *dk, int dks, void *dv, int dvs,
 }
 
 extern "C" t2_status t2_attention_bwd(void *dq, void *dk, int dk_stride, void *dv, int dv_stride, float *scratch_d,
-                                      const void *dout, const void *out, const float *lse, const void *q,
-                                      const void *k, const void *v, int q_stride, int k_stride, int v_stride,
-                                      const int32_t *subtree_end, const int32_t *blockmax, int n, int nh, int nkv,
-                                      int d, int impl) {
+                                      float *dq_accum, const void *dout, const void *out, const float *lse,
+                                      const void *q, const void *k, const void *v, int q_stride, int k_stride,
+                                      int v_stride, const int32_t *subtree_end, const int32_t *blockmax, int n,
+                                      int nh, int nkv, int d, int impl) {
     T2_REQUIRE(n > 0 && nh > 0 && nkv > 0 && nh % nkv == 0, "t2_attention_bwd(shape)");
     T2_REQUIRE(strides_ok(d, q_stride, k_stride, v_stride), "t2_attention_bwd(strides multiple of 8)");
-    T2_REQUIRE(impl == T2_ATT_FA2 || impl == T2_ATT_WMMA, "t2_attention_bwd(impl)");
+    T2_REQUIRE(impl == T2_ATT_FA2 || impl == T2_ATT_FA2_DET || impl == T2_ATT_WMMA, "t2_attention_bwd(impl)");
+    T2_REQUIRE(impl != T2_ATT_FA2 || dq_accum != NULL, "t2_attention_bwd(dq_accum required by T2_ATT_FA2)");
     T2_REQUIRE(d == 64 || d == 128, "t2_attention_bwd(head_dim 64 or 128)");
     long warps = (long)n * nh;
     attention_bwd_dot_kernel<<<(int)((warps * 32 + 255) / 256), 256>>>(scratch_d, (const bf16 *)dout,
                                                                          (const bf16 *)out, n, nh, d);
     T2_LAUNCHED("attention_bwd_dot_kernel");
-    if (impl == T2_ATT_FA2)
-        return t2_attention_bwd_fa2(dq, dk, dk_stride, dv, dv_stride, scratch_d, dout, lse, q, k, v, q_stride,
-                                    k_stride, v_stride, subtree_end, blockmax, n, nh, nkv, d);
+    if (impl == T2_ATT_FA2 || impl == T2_ATT_FA2_DET)
+        return t2_attention_bwd_fa2(dq, impl == T2_ATT_FA2 ? dq_accum : NULL, dk, dk_stride, dv, dv_stride,
+                                    scratch_d, dout, lse, q, k, v, q_stride, k_stride, v_stride, subtree_end,
+                                    blockmax, n, nh, nkv, d);
     switch (d) {
     case 64:
         return attention_bwd_d<64>(dq, dk, dk_stride, dv, dv_stride, scratch_d, dout, lse, q, k, v, q_stride,

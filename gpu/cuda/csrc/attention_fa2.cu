@@ -19,9 +19,14 @@
  * needs it), and a tile every query of the warp sees entirely (keys all before the rows, rows all
  * inside every key's subtree) needs no per-element mask.
  *
- * Kernels: forward (4 warps × 32 query rows, 64-key tiles), dQ (4 warps × 16 query rows, 64-key
- * tiles), dK/dV (8 warps × 16 key rows, 64-query tiles, looping over the query heads of the GQA
- * group). The backward is deterministic (no atomics): dQ is its own pass recomputing S and dP.
+ * Kernels: forward (4 warps × 32 query rows, 64-key tiles) and dK/dV (8 warps × 16 key rows,
+ * 64-query tiles, looping over the query heads of the GQA group). dQ comes one of two ways:
+ *   - atomic (T2_ATT_FA2, the default, FlashAttention-2's own scheme): the dK/dV kernel also writes
+ *     each tile's dSᵀ to shared memory and multiplies it by its K block, adding the 64×d partial dQ
+ *     into an fp32 buffer with atomics; 5 tile products per (query tile, key block) instead of 7,
+ *     at the price of a summation order that varies from run to run (then one rounding to bf16);
+ *   - deterministic (T2_ATT_FA2_DET): a separate dQ kernel (4 warps × 16 query rows, 64-key tiles)
+ *     recomputes S and dP per query tile, so every run gives the same bits.
  * defines: t2_attention_fwd_fa2, t2_attention_bwd_fa2 (declared in attention_impl.h)
  */
 #include "common.cuh"
@@ -107,6 +112,19 @@ __device__ __forceinline__ void load_rows(bf16 *dst, const bf16 *src, int stride
         const bool ok = row < n;
         cp_async16(dst + r * Ld<D>::v + c * 8, src + (size_t)(ok ? row : 0) * stride + c * 8, ok);
     }
+}
+
+/* p[0..3] += v atomically (p 16-byte aligned): one vector reduction on Hopper with CUDA ≥ 13, whose
+ * headers declare atomicAdd(float4 *, float4) for sm_90; four scalar ones otherwise. */
+__device__ __forceinline__ void red_add4(float *p, float4 v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDACC_VER_MAJOR__ >= 13
+    atomicAdd(reinterpret_cast<float4 *>(p), v);
+#else
+    atomicAdd(p, v.x);
+    atomicAdd(p + 1, v.y);
+    atomicAdd(p + 2, v.z);
+    atomicAdd(p + 3, v.w);
+#endif
 }
 
 __device__ __forceinline__ float shfl_max4(float x) {
@@ -452,16 +470,21 @@ template <int D, int NW> struct DkvSmem {
     static constexpr size_t lse = dout + 2ull * BN * Ld<D>::v * 2;    /* 2 stages */
     static constexpr size_t di = lse + 2ull * BN * 4;                 /* 2 stages */
     static constexpr size_t wmax = di + 2ull * BN * 4;                /* NW ints */
-    static constexpr size_t bytes = wmax + (size_t)NW * 4;
+    static constexpr size_t act = wmax + (size_t)NW * 4;              /* NW ints: warp had visible pairs */
+    static constexpr size_t ds = act + (size_t)NW * 4;                /* dSᵀ [BK][BN + 8] bf16 (atomic dQ) */
+    static constexpr int lds = BN + 8;
+    static constexpr size_t bytes_det = act;
+    static constexpr size_t bytes_atomic = ds + (size_t)BK * lds * 2;
 };
 
-template <int D, int NW>
+template <int D, int NW, bool ATOMIC_DQ>
 __global__ void __launch_bounds__(NW * 32, 1) fa2_bwd_dkdv_kernel(bf16 *dk, int dks, bf16 *dv, int dvs,
-                                                                  const bf16 *dout, const float *lse,
-                                                                  const float *Di, const bf16 *q, const bf16 *k,
-                                                                  const bf16 *v, int qs, int ks, int vs,
-                                                                  const int32_t *send, const int32_t *bmax, int n,
-                                                                  int nh, int group, float sl2, float scale) {
+                                                                  float *dq_accum, const bf16 *dout,
+                                                                  const float *lse, const float *Di, const bf16 *q,
+                                                                  const bf16 *k, const bf16 *v, int qs, int ks,
+                                                                  int vs, const int32_t *send,
+                                                                  const int32_t *bmax, int n, int nh, int group,
+                                                                  float sl2, float scale) {
     typedef DkvSmem<D, NW> L;
     constexpr int BK = L::BK, NT = NW * 32, LD = Ld<D>::v;
     extern __shared__ __align__(128) unsigned char smem[];
@@ -469,6 +492,8 @@ __global__ void __launch_bounds__(NW * 32, 1) fa2_bwd_dkdv_kernel(bf16 *dk, int 
          *sdO = (bf16 *)(smem + L::dout);
     float *sLse = (float *)(smem + L::lse), *sDi = (float *)(smem + L::di);
     int *sWmax = (int *)(smem + L::wmax);
+    int *sAct = (int *)(smem + L::act);
+    bf16 *sdS = (bf16 *)(smem + L::ds);
 
     const int g = blockIdx.y;
     const int k0 = blockIdx.x * BK;
@@ -541,7 +566,8 @@ __global__ void __launch_bounds__(NW * 32, 1) fa2_bwd_dkdv_kernel(bf16 *dk, int 
         cp_commit();
 
         const int q0 = qt * BN, q1 = q0 + BN - 1;
-        if (q0 <= wmax && q1 >= kw0) {
+        const bool wact = q0 <= wmax && q1 >= kw0;
+        if (wact) {
             const bool full = kw0 + 15 <= q0 && q1 <= wmin && q1 < n;
             const bf16 *cQ = sQ + st * BN * LD, *cdO = sdO + st * BN * LD;
             const float *cLse = sLse + st * BN, *cDi = sDi + st * BN;
@@ -624,6 +650,56 @@ __global__ void __launch_bounds__(NW * 32, 1) fa2_bwd_dkdv_kernel(bf16 *dk, int 
                     mma(ak[2 * dpair + 1], a, b[2], b[3]);
                 }
             }
+            if constexpr (ATOMIC_DQ) { /* this warp's dSᵀ rows (its 16 keys × the tile's 64 queries) */
+#pragma unroll
+                for (int t = 0; t < BN / 8; ++t) {
+                    bf16 *row = sdS + (wk + (lane >> 2)) * L::lds + t * 8 + (lane & 3) * 2;
+                    *reinterpret_cast<uint32_t *>(row) = pack_bf16(dp[t][0], dp[t][1]);
+                    *reinterpret_cast<uint32_t *>(row + 8 * L::lds) = pack_bf16(dp[t][2], dp[t][3]);
+                }
+            }
+        }
+        if constexpr (ATOMIC_DQ) {
+            /* dQ[tile] += dS · K over the block's keys: the 8 warps split the 64×D tile into 4 row
+             * groups × 2 column halves; a 16-key chunk whose warp saw nothing is all zero and skipped.
+             * The partial sums go to dq_accum (fp32) with atomics: other key blocks add to the same rows. */
+            if (lane == 0) sAct[warp] = wact;
+            __syncthreads(); /* every warp's dSᵀ rows and flag are in shared memory */
+            static_assert(NW == 8 && BK / 16 == NW, "dQ split assumes 8 warps of 16 keys");
+            constexpr int DW = D / 2;
+            const int h = g * group + hh, mr = (warp & 3) * 16, d0 = (warp >> 2) * DW;
+            float acc[DW / 8][4];
+#pragma unroll
+            for (int t = 0; t < DW / 8; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
+#pragma unroll
+            for (int kc = 0; kc < BK / 16; ++kc) {
+                if (!sAct[kc]) continue;
+                uint32_t a[4]; /* A = dS (queries × keys) read transposed from dSᵀ [key][query] */
+                ldsm_x4_t(a, sdS + (kc * 16 + (lane & 7) + ((lane >> 4) & 1) * 8) * L::lds + mr +
+                                 ((lane >> 3) & 1) * 8);
+#pragma unroll
+                for (int dpair = 0; dpair < DW / 16; ++dpair) {
+                    uint32_t b[4];
+                    ldsm_x4_t(b, bt_addr<D>(sK, kc * 16, d0 + dpair * 16, lane));
+                    mma(acc[2 * dpair], a, b[0], b[1]);
+                    mma(acc[2 * dpair + 1], a, b[2], b[3]);
+                }
+            }
+            /* Lanes l and l^1 hold columns c, c+1 and c+2, c+3 of rows r and r+8: trading one pair
+             * gives the even lane 4 columns of row r and the odd lane 4 of row r+8, one 16-byte
+             * atomic each instead of four scalar ones. */
+            const size_t os = (size_t)nh * D;
+            const bool odd = lane & 1;
+            const int i = q0 + mr + (lane >> 2) + (odd ? 8 : 0);
+            float *row = dq_accum + (size_t)i * os + h * D + d0 + (lane & 2) * 2;
+#pragma unroll
+            for (int t = 0; t < DW / 8; ++t) {
+                const float x = __shfl_xor_sync(0xffffffffu, odd ? acc[t][0] : acc[t][2], 1);
+                const float y = __shfl_xor_sync(0xffffffffu, odd ? acc[t][1] : acc[t][3], 1);
+                if (i < n)
+                    red_add4(row + t * 8, odd ? make_float4(x, y, acc[t][2], acc[t][3])
+                                              : make_float4(acc[t][0], acc[t][1], x, y));
+            }
         }
         hh = nhh;
         qt = nqt;
@@ -665,12 +741,26 @@ t2_status fwd_d(void *out, float *lse, const void *q, const void *k, const void 
 }
 
 template <int D>
-t2_status bwd_d(void *dq, void *dk, int dks, void *dv, int dvs, const float *Di, const void *dout, const float *lse,
-                const void *q, const void *k, const void *v, int qs, int ks, int vs, const int32_t *send,
-                const int32_t *bmax, int n, int nh, int nkv) {
+t2_status bwd_d(void *dq, float *dq_accum, void *dk, int dks, void *dv, int dvs, const float *Di, const void *dout,
+                const float *lse, const void *q, const void *k, const void *v, int qs, int ks, int vs,
+                const int32_t *send, const int32_t *bmax, int n, int nh, int nkv) {
     const float scale = (float)(1.0 / sqrt((double)D));
     const float sl2 = (float)(1.4426950408889634 / sqrt((double)D));
     const int32_t *bmin = bmax + ceil_div(n, BN);
+    typedef DkvSmem<D, DKV_NW> L;
+    const dim3 kv_grid(ceil_div(n, L::BK), nkv);
+    if (dq_accum != NULL) { /* dQ accumulated by the dK/dV kernel with atomics, then rounded to bf16 */
+        const size_t count = (size_t)n * nh * D;
+        T2_CUDA(cudaMemsetAsync(dq_accum, 0, count * sizeof(float), 0));
+        auto kern = fa2_bwd_dkdv_kernel<D, DKV_NW, true>;
+        T2_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes_atomic));
+        kern<<<kv_grid, DKV_NW * 32, L::bytes_atomic>>>((bf16 *)dk, dks, (bf16 *)dv, dvs, dq_accum,
+                                                         (const bf16 *)dout, lse, Di, (const bf16 *)q,
+                                                         (const bf16 *)k, (const bf16 *)v, qs, ks, vs, send, bmax,
+                                                         n, nh, nh / nkv, sl2, scale);
+        T2_LAUNCHED("fa2_bwd_dkdv_kernel<atomic dQ>");
+        return t2_f32_to_bf16(dq, dq_accum, count);
+    }
     {
         typedef DqSmem<D, DQ_NW> L;
         auto kern = fa2_bwd_dq_kernel<D, DQ_NW>;
@@ -682,13 +772,11 @@ t2_status bwd_d(void *dq, void *dk, int dks, void *dv, int dvs, const float *Di,
         T2_LAUNCHED("fa2_bwd_dq_kernel");
     }
     {
-        typedef DkvSmem<D, DKV_NW> L;
-        auto kern = fa2_bwd_dkdv_kernel<D, DKV_NW>;
-        T2_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes));
-        dim3 grid(ceil_div(n, L::BK), nkv);
-        kern<<<grid, DKV_NW * 32, L::bytes>>>((bf16 *)dk, dks, (bf16 *)dv, dvs, (const bf16 *)dout, lse, Di,
-                                              (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, qs, ks, vs, send,
-                                              bmax, n, nh, nh / nkv, sl2, scale);
+        auto kern = fa2_bwd_dkdv_kernel<D, DKV_NW, false>;
+        T2_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes_det));
+        kern<<<kv_grid, DKV_NW * 32, L::bytes_det>>>((bf16 *)dk, dks, (bf16 *)dv, dvs, NULL, (const bf16 *)dout, lse,
+                                                      Di, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, qs, ks,
+                                                      vs, send, bmax, n, nh, nh / nkv, sl2, scale);
         T2_LAUNCHED("fa2_bwd_dkdv_kernel");
     }
     return t2_ok();
@@ -706,17 +794,17 @@ t2_status t2_attention_fwd_fa2(void *out, float *lse, const void *q, const void 
     return t2_fail(-1, "t2_attention_fwd_fa2(head_dim)", __FILE__, __LINE__, "head_dim must be 64 or 128");
 }
 
-t2_status t2_attention_bwd_fa2(void *dq, void *dk, int dk_stride, void *dv, int dv_stride, const float *Di,
-                               const void *dout, const float *lse, const void *q, const void *k, const void *v,
-                               int q_stride, int k_stride, int v_stride, const int32_t *subtree_end,
+t2_status t2_attention_bwd_fa2(void *dq, float *dq_accum, void *dk, int dk_stride, void *dv, int dv_stride,
+                               const float *Di, const void *dout, const float *lse, const void *q, const void *k,
+                               const void *v, int q_stride, int k_stride, int v_stride, const int32_t *subtree_end,
                                const int32_t *blockmax, int n, int nh, int nkv, int d) {
     switch (d) {
     case 64:
-        return bwd_d<64>(dq, dk, dk_stride, dv, dv_stride, Di, dout, lse, q, k, v, q_stride, k_stride, v_stride,
-                         subtree_end, blockmax, n, nh, nkv);
+        return bwd_d<64>(dq, dq_accum, dk, dk_stride, dv, dv_stride, Di, dout, lse, q, k, v, q_stride, k_stride,
+                         v_stride, subtree_end, blockmax, n, nh, nkv);
     case 128:
-        return bwd_d<128>(dq, dk, dk_stride, dv, dv_stride, Di, dout, lse, q, k, v, q_stride, k_stride, v_stride,
-                          subtree_end, blockmax, n, nh, nkv);
+        return bwd_d<128>(dq, dq_accum, dk, dk_stride, dv, dv_stride, Di, dout, lse, q, k, v, q_stride, k_stride,
+                          v_stride, subtree_end, blockmax, n, nh, nkv);
     }
     return t2_fail(-1, "t2_attention_bwd_fa2(head_dim)", __FILE__, __LINE__, "head_dim must be 64 or 128");
 }

@@ -1,6 +1,6 @@
 /*
  * attention_impl.h: the FlashAttention-2-style kernels of attention_fa2.cu, called by the public
- * t2_attention_fwd / t2_attention_bwd of attention.cu when impl == T2_ATT_FA2. Same arguments as
+ * t2_attention_fwd / t2_attention_bwd of attention.cu when impl is T2_ATT_FA2 or T2_ATT_FA2_DET. Same arguments as
  * those (blockmax holds the per-64-key maxima followed by the minima of subtree_end, see
  * t2_tree_blockmax); Di is rowsum(dout∘out), already computed by t2_attention_bwd.
  */
@@ -10,7 +10,9 @@
 t2_status t2_attention_fwd_fa2(void *out, float *lse, const void *q, const void *k, const void *v, int q_stride,
                                int k_stride, int v_stride, const int32_t *subtree_end, const int32_t *blockmax,
                                int n, int nh, int nkv, int d);
-t2_status t2_attention_bwd_fa2(void *dq, void *dk, int dk_stride, void *dv, int dv_stride, const float *Di,
-                               const void *dout, const float *lse, const void *q, const void *k, const void *v,
-                               int q_stride, int k_stride, int v_stride, const int32_t *subtree_end,
+/* dq_accum: fp32 [n, nh·d] workspace for the atomic dQ (T2_ATT_FA2); NULL selects the deterministic
+ * separate dQ pass (T2_ATT_FA2_DET). */
+t2_status t2_attention_bwd_fa2(void *dq, float *dq_accum, void *dk, int dk_stride, void *dv, int dv_stride,
+                               const float *Di, const void *dout, const float *lse, const void *q, const void *k,
+                               const void *v, int q_stride, int k_stride, int v_stride, const int32_t *subtree_end,
                                const int32_t *blockmax, int n, int nh, int nkv, int d);

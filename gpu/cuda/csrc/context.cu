@@ -1,7 +1,8 @@
 /*
  * context.cu: device selection, memory, copies, the cuBLAS handle and timing events.
  * defines: t2_init, t2_destroy, t2_set_device, t2_malloc, t2_free, t2_memset, t2_h2d, t2_d2h,
- *          t2_d2d, t2_sync, t2_mem_info, t2_device_name, t2_event_time
+ *          t2_d2d, t2_sync, t2_mem_info, t2_device_name, t2_event_time, t2_event_create,
+ *          t2_event_destroy, t2_event_record, t2_event_elapsed
  */
 #include "common.cuh"
 #include <string.h>
@@ -120,5 +121,30 @@ extern "C" t2_status t2_event_time(void *ctx, int record, float *ms) {
     T2_CUDA(cudaEventRecord(c->ev_stop, 0));
     T2_CUDA(cudaEventSynchronize(c->ev_stop));
     T2_CUDA(cudaEventElapsedTime(ms, c->ev_start, c->ev_stop));
+    return t2_ok();
+}
+
+/* Loose events for the per-operation profiler (profile.go): created once, recorded on the default
+ * stream around each operation, read after the host synchronizes. */
+extern "C" t2_status t2_event_create(void **ev) {
+    cudaEvent_t e;
+    T2_CUDA(cudaEventCreate(&e));
+    *ev = (void *)e;
+    return t2_ok();
+}
+
+extern "C" t2_status t2_event_destroy(void *ev) {
+    T2_CUDA(cudaEventDestroy((cudaEvent_t)ev));
+    return t2_ok();
+}
+
+extern "C" t2_status t2_event_record(void *ev) {
+    T2_CUDA(cudaEventRecord((cudaEvent_t)ev, 0));
+    return t2_ok();
+}
+
+extern "C" t2_status t2_event_elapsed(void *start, void *stop, float *ms) {
+    T2_CUDA(cudaEventSynchronize((cudaEvent_t)stop));
+    T2_CUDA(cudaEventElapsedTime(ms, (cudaEvent_t)start, (cudaEvent_t)stop));
     return t2_ok();
 }

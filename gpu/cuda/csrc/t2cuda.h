@@ -42,6 +42,11 @@ t2_status t2_sync(void);
 t2_status t2_mem_info(size_t *free_bytes, size_t *total_bytes);
 t2_status t2_device_name(int device, char *buf, int len, int *sms);
 t2_status t2_event_time(void *ctx, int record, float *ms); /* record=1: start; record=0: stop and read ms */
+/* profiler events: create, record on the default stream, elapsed ms between two (waits for stop) */
+t2_status t2_event_create(void **ev);
+t2_status t2_event_destroy(void *ev);
+t2_status t2_event_record(void *ev);
+t2_status t2_event_elapsed(void *start, void *stop, float *ms);
 
 /* ---- matmul.cu: bf16 GEMMs with fp32 accumulation (cuBLAS) ---- */
 /* y[n,out] = x[n,in] · w[out,in]^T  (bf16 out) */
@@ -79,20 +84,25 @@ t2_status t2_qknorm_rope_bwd(void *dqkv, float *dqw, float *dkw, const void *dq,
  * by log2(e)/sqrt(d) (what the backward pass needs). blockmax [2·ceil(n/64)] (t2_tree_blockmax):
  * the max subtree_end over each 64-key block, then the min; the max skips key blocks no query of a
  * tile can see, the min finds tiles every query sees whole (no per-element mask).
- * impl picks the kernels: T2_ATT_FA2 (mma.sync fragments in registers, the default) or T2_ATT_WMMA
- * (the first, WMMA through shared memory; kept as a reference and fallback). */
+ * impl picks the kernels: T2_ATT_FA2 (mma.sync fragments in registers, dQ accumulated with fp32
+ * atomics; the default), T2_ATT_FA2_DET (the same forward; a backward with a separate dQ pass that
+ * gives the same bits every run) or T2_ATT_WMMA (the first kernels, WMMA through shared memory; kept
+ * as a reference and fallback; deterministic). */
 #define T2_ATT_FA2 0
 #define T2_ATT_WMMA 1
+#define T2_ATT_FA2_DET 2
 t2_status t2_tree_blockmax(int32_t *blockmax, const int32_t *subtree_end, int n);
 t2_status t2_attention_fwd(void *out, float *lse, const void *q, const void *k, const void *v, int q_stride,
                            int k_stride, int v_stride, const int32_t *subtree_end, const int32_t *blockmax,
                            int n, int nh, int nkv, int d, int impl);
 /* dq [n, nh·d]; dk and dv rows of dk_stride / dv_stride with kv head g at column g·d (bf16,
- * overwritten); scratch_d [nh, n] fp32 receives rowsum(dout∘out). */
+ * overwritten); scratch_d [nh, n] fp32 receives rowsum(dout∘out); dq_accum [n, nh·d] fp32 is the
+ * atomic dQ's workspace (required by T2_ATT_FA2, unused otherwise, may be NULL then). */
 t2_status t2_attention_bwd(void *dq, void *dk, int dk_stride, void *dv, int dv_stride, float *scratch_d,
-                           const void *dout, const void *out, const float *lse, const void *q, const void *k,
-                           const void *v, int q_stride, int k_stride, int v_stride, const int32_t *subtree_end,
-                           const int32_t *blockmax, int n, int nh, int nkv, int d, int impl);
+                           float *dq_accum, const void *dout, const void *out, const float *lse, const void *q,
+                           const void *k, const void *v, int q_stride, int k_stride, int v_stride,
+                           const int32_t *subtree_end, const int32_t *blockmax, int n, int nh, int nkv, int d,
+                           int impl);
 
 /* ---- elementwise.cu ---- */
 t2_status t2_embedding_fwd(void *out, const int32_t *tokens, const void *table, int n, int c);

@@ -34,10 +34,11 @@ def flops(cfg, tokens, seq):
     return 6 * matmul * tokens + 12 * L * qd * pairs
 
 
-def bench(name, cfg, tokens, seq=4096, ckpt=False, steps=5, warmup=2):
+def bench(name, cfg, tokens, seq=4096, ckpt=False, micro=1, steps=5, warmup=2):
+    """One optimizer step over `micro` micro-batches of `tokens` tokens (gradients accumulated)."""
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
-    rec = {"name": name + ("-ckpt" if ckpt else ""), "tokens": tokens, "device": torch.cuda.get_device_name()}
+    rec = {"name": name + ("-ckpt" if ckpt else ""), "tokens": micro * tokens, "device": torch.cuda.get_device_name()}
     model = opt = None
     try:
         torch.manual_seed(0)
@@ -47,15 +48,17 @@ def bench(name, cfg, tokens, seq=4096, ckpt=False, steps=5, warmup=2):
             model.gradient_checkpointing_enable()
         model.train()
         opt = torch.optim.AdamW(model.parameters(), lr=1.7e-5, weight_decay=0.017, fused=True)
-        ids = torch.randint(0, cfg.vocab_size, (tokens // seq, seq), device="cuda")
+        batches = [torch.randint(0, cfg.vocab_size, (tokens // seq, seq), device="cuda") for _ in range(micro)]
         w = (torch.arange(seq - 1, device="cuda") % 7 - 3).float() * 1e-3
 
         def step():
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                logits = model(input_ids=ids).logits
-            logp = torch.log_softmax(logits[:, :-1].float(), -1).gather(-1, ids[:, 1:, None])[..., 0]
-            loss = (logp * w).sum()
-            loss.backward()
+            for ids in batches:
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    logits = model(input_ids=ids).logits
+                logp = torch.log_softmax(logits[:, :-1].float(), -1).gather(-1, ids[:, 1:, None])[..., 0]
+                loss = (logp * w).sum()
+                del logits
+                loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -70,7 +73,7 @@ def bench(name, cfg, tokens, seq=4096, ckpt=False, steps=5, warmup=2):
             torch.cuda.synchronize()
             times.append(time.perf_counter() - t0)
         med = statistics.median(times)
-        rec.update(step_ms=med * 1e3, tokens_per_s=tokens / med, mfu=flops(cfg, tokens, seq) / med / PEAK,
+        rec.update(step_ms=med * 1e3, tokens_per_s=micro * tokens / med, mfu=micro * flops(cfg, tokens, seq) / med / PEAK,
                    peak_gb=torch.cuda.max_memory_allocated() / 1e9)
     except torch.OutOfMemoryError as e:
         rec.update(note="out of memory", peak_gb=torch.cuda.max_memory_allocated() / 1e9)
@@ -84,13 +87,15 @@ def main():
     shapes = os.environ.get("T2_TORCH_SHAPES", "0.6B/16k,0.6B/32k,1.7B/16k,1.7B/32k").split(",")
     geoms = {"0.6B": (1024, 3072), "1.7B": (2048, 6144)}
     out = []
-    for s in shapes:
+    for s in shapes:  # "1.7B/16k" or "1.7B/16kx4" (4 micro-batches per optimizer step)
         m, t = s.split("/")
+        t, _, micro = t.partition("x")
         tokens = int(t.rstrip("k")) * 1024
-        r = bench("torch/" + s, config(*geoms[m]), tokens)
+        micro = int(micro or 1)
+        r = bench("torch/" + s, config(*geoms[m]), tokens, micro=micro)
         out.append(r)
         if r.get("note") == "out of memory":
-            out.append(bench("torch/" + s, config(*geoms[m]), tokens, ckpt=True))
+            out.append(bench("torch/" + s, config(*geoms[m]), tokens, ckpt=True, micro=micro))
         print(json.dumps(out[-1]), flush=True)
     d = os.environ.get("T2_REPORT_DIR")
     if d:
