@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"slices"
 	"unsafe"
+
+	"tau2rl/gpu/safetensors"
 )
 
 // dptrOf is the address of a non-empty host slice, for t2_h2d / t2_d2h.
@@ -26,7 +28,7 @@ type attnInputs struct {
 	subtreeEnd    []int32
 }
 
-// attnOutputs are the kernels' results (bf16 bits; lse is the base-2 log of the softmax
+// attnOutputs are the kernels' results (bf16 bits, dq rounded from the kernels' fp32; lse is the base-2 log of the softmax
 // denominator of the log2(e)/sqrt(d)-scaled scores) and, when timed, the median milliseconds of
 // one forward and one backward launch sequence.
 type attnOutputs struct {
@@ -87,11 +89,11 @@ func runAttention(in *attnInputs, impl string, reps int) (res *attnOutputs, err 
 		p     *dptr
 		bytes int
 	}
-	var q, k, v, dout, send, bmax, out, lse, dq, dk, dv, di, dqAcc dptr
+	var q, k, v, dout, send, bmax, out, lse, dq, dk, dv, di, dqBF dptr
 	for _, b := range []buf{
 		{&q, 2 * n * qd}, {&k, 2 * n * kd}, {&v, 2 * n * kd}, {&dout, 2 * n * qd}, {&send, 4 * n}, {&bmax, 4 * 2 * nb},
-		{&out, 2 * n * qd}, {&lse, 4 * n * in.nh}, {&dq, 2 * n * qd}, {&dk, 2 * n * kd}, {&dv, 2 * n * kd}, {&di, 4 * n * in.nh},
-		{&dqAcc, 4 * n * qd},
+		{&out, 2 * n * qd}, {&lse, 4 * n * in.nh}, {&dq, 4 * n * qd}, {&dk, 2 * n * kd}, {&dv, 2 * n * kd}, {&di, 4 * n * in.nh},
+		{&dqBF, 2 * n * qd},
 	} {
 		if *b.p, err = alloc(b.bytes); err != nil {
 			return nil, err
@@ -119,7 +121,7 @@ func runAttention(in *attnInputs, impl string, reps int) (res *attnOutputs, err 
 			ci(in.nh), ci(in.nkv), ci(in.d), sel)
 	}
 	bwd := func() C.t2_status {
-		return C.t2_attention_bwd(dq, dk, ci(kd), dv, ci(kd), f32p(di), f32p(dqAcc), dout, out, f32p(lse), q, k, v, ci(qd), ci(kd),
+		return C.t2_attention_bwd(f32p(dq), dk, ci(kd), dv, ci(kd), f32p(di), dqBF, dout, out, f32p(lse), q, k, v, ci(qd), ci(kd),
 			ci(kd), i32p(send), i32p(bmax), ci(n), ci(in.nh), ci(in.nkv), ci(in.d), sel)
 	}
 	if err := statusErr(fwd()); err != nil {
@@ -138,10 +140,17 @@ func runAttention(in *attnInputs, impl string, reps int) (res *attnOutputs, err 
 	for _, d := range []struct {
 		dst []uint16
 		src dptr
-	}{{res.out, out}, {res.dq, dq}, {res.dk, dk}, {res.dv, dv}} {
+	}{{res.out, out}, {res.dk, dk}, {res.dv, dv}} {
 		if err := statusErr(C.t2_d2h(dptrOf(d.dst), d.src, C.size_t(2*len(d.dst)))); err != nil {
 			return nil, fmt.Errorf("cuda: download: %w", err)
 		}
+	}
+	dq32 := make([]float32, n*qd)
+	if err := d2hF32(dq32, dq); err != nil {
+		return nil, fmt.Errorf("cuda: download: %w", err)
+	}
+	for i, x := range dq32 { // the rounding the q/k-norm backward applies when it reads dq
+		res.dq[i] = safetensors.BF16FromFloat32(x)
 	}
 	if err := d2hF32(res.lse, lse); err != nil {
 		return nil, fmt.Errorf("cuda: download: %w", err)

@@ -44,9 +44,9 @@ type Backend struct {
 	// logitsKept: Forward's head fitted one logit chunk, so a.logits still holds its bf16 logits
 	// and Backward skips recomputing them (the LM head GEMM, a quarter of the head's work).
 	logitsKept bool
-	held        int64
-	closed      bool
-	prof        *profiler // nil unless SetProfiling(true)
+	held       int64
+	closed     bool
+	prof       *profiler // nil unless SetProfiling(true)
 	// stateErr is set when LoadOptimizerState failed half-way through replacing the state; Step
 	// and SaveOptimizerState refuse to run on such a state until a load succeeds.
 	stateErr error

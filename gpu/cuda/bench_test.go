@@ -153,6 +153,7 @@ func BenchmarkTrainStep(b *testing.B) {
 		{"0.6B/32k", gpu.Qwen3_0_6B(), 32768, false, 1},
 		{"1.7B/16k", gpu.Qwen3_1_7B(), 16384, false, 1},
 		{"1.7B/16kx4", gpu.Qwen3_1_7B(), 16384, false, 4},
+		{"1.7B/16kx8", gpu.Qwen3_1_7B(), 16384, false, 8},
 		{"1.7B/16k-recompute", gpu.Qwen3_1_7B(), 16384, true, 1},
 		{"1.7B/32k-recompute", gpu.Qwen3_1_7B(), 32768, true, 1},
 		{"1.7B/32k", gpu.Qwen3_1_7B(), 32768, false, 1},

@@ -21,7 +21,7 @@ GPU_LIB := $(GPU_DIR)/build/libt2cuda.a
 GPU_CGO_LDFLAGS := $(if $(wildcard $(CUDA_HOME)/lib64),-L$(CUDA_HOME)/lib64)
 GPU_BENCHTIME ?= 5x
 
-$(GPU_DIR)/build/%.o: $(GPU_DIR)/csrc/%.cu $(GPU_DIR)/csrc/t2cuda.h $(GPU_DIR)/csrc/common.cuh $(GPU_DIR)/csrc/attention_impl.h
+$(GPU_DIR)/build/%.o: $(GPU_DIR)/csrc/%.cu $(GPU_DIR)/csrc/t2cuda.h $(GPU_DIR)/csrc/common.cuh $(GPU_DIR)/csrc/attention_impl.h $(GPU_DIR)/csrc/vec.cuh
 	@mkdir -p $(@D)
 	$(NVCC) $(GPU_NVCCFLAGS) -c $< -o $@
 

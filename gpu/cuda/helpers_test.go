@@ -30,11 +30,27 @@ func wideConfig() gpu.Config {
 	return c
 }
 
+// qwen17Layer is one layer of Qwen3-1.7B's geometry (hidden 2048, intermediate 6144, 16 query and
+// 8 KV heads of 128) with a small vocabulary: the row widths the element-wise kernels' multi-warp
+// paths serve, which the small configs above never reach.
+func qwen17Layer() gpu.Config {
+	c := gpu.Qwen3_1_7B()
+	c.VocabSize, c.NumHiddenLayers, c.MaxPositionEmbeddings = 1000, 1, 4096
+	return c
+}
+
 // testWeights are random weights with a larger std than transformers' init, so logits spread and
 // norm weights differ from one (the checks then see every parameter act).
 func testWeights(t testing.TB, c gpu.Config, seed uint64) *gpu.Weights {
 	t.Helper()
-	w, err := gpu.NewRandomWeightsWith(c, seed, gpu.InitOptions{Std: 0.08, NormJitter: 0.2})
+	return testWeightsStd(t, c, seed, 0.08)
+}
+
+// testWeightsStd is testWeights with another std: wide layers (qwen17Layer) need a smaller one for
+// their logits to spread as the small configs' do, which is what the bf16 tolerances assume.
+func testWeightsStd(t testing.TB, c gpu.Config, seed uint64, std float64) *gpu.Weights {
+	t.Helper()
+	w, err := gpu.NewRandomWeightsWith(c, seed, gpu.InitOptions{Std: std, NormJitter: 0.2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,9 +36,10 @@ type activations struct {
 
 	dresid, dresidBF dptr // residual-stream gradient, fp32 and a bf16 copy [cap, H]
 	dxn, dh, dgu     dptr // [cap, H], [cap, I], [cap, 2I]
-	datt, dq, dk     dptr // [cap, QD], [cap, QD], [cap, KVD]
+	datt, dk         dptr // [cap, QD], [cap, KVD]
+	dq               dptr // fp32 [cap, QD]: the attention backward's dQ (the atomic dQ sums in fp32)
+	dqBF             dptr // [cap, QD]: the WMMA kernels' bf16 dQ before widening (Options.Attention "wmma" only)
 	dqkv, di         dptr // [cap, QD+2KVD]; fp32 [nh, cap]
-	dqAcc            dptr // fp32 [cap, QD]: the atomic dQ's sums (Options.Attention "fa2" only)
 	logits           dptr // bf16 [chunk, V]
 	chunk            int
 
@@ -108,9 +109,9 @@ func (b *Backend) ensure(n int) error {
 	}
 	a.xf, a.rstdf, a.a = bf(H), f32(1), bf(H)
 	a.dresid, a.dresidBF, a.dxn, a.dh, a.dgu = f32(H), bf(H), bf(H), bf(I), bf(2*I)
-	a.datt, a.dq, a.dk, a.dqkv, a.di = bf(QD), bf(QD), bf(KVD), bf(QKV), f32(nh)
-	if b.attImpl() == C.T2_ATT_FA2 {
-		a.dqAcc = f32(QD)
+	a.datt, a.dq, a.dk, a.dqkv, a.di = bf(QD), f32(QD), bf(KVD), bf(QKV), f32(nh)
+	if b.attImpl() == C.T2_ATT_WMMA {
+		a.dqBF = bf(QD)
 	}
 	a.logits = get(2 * a.chunk * V)
 	a.tokens, a.positions, a.send, a.blockmax = f32(1), f32(1), f32(1), get(4*2*(capN/64+1))
@@ -425,12 +426,12 @@ func (b *Backend) layerBackward(s *seq, l int, la *layerActs, xin dptr) {
 		return C.t2_linear_bwd_w(b.ctx, b.gw(w.o), a.dresidBF, la.att, ci(n), ci(QD), ci(H))
 	})
 	s.do(at("attention"), func() C.t2_status {
-		return C.t2_attention_bwd(a.dq, a.dk, ci(KVD), off(a.dqkv, QD+KVD, 2), ci(QKV), f32p(a.di), f32p(a.dqAcc), a.datt, la.att,
+		return C.t2_attention_bwd(f32p(a.dq), a.dk, ci(KVD), off(a.dqkv, QD+KVD, 2), ci(QKV), f32p(a.di), a.dqBF, a.datt, la.att,
 			f32p(la.lse), la.qr, la.kr, off(la.qkv, QD+KVD, 2), ci(QD), ci(KVD), ci(QKV), i32p(a.send),
 			i32p(a.blockmax), ci(n), ci(nh), ci(nkv), ci(d), b.attImpl())
 	})
 	s.do(at("q/k norm + rope"), func() C.t2_status {
-		return C.t2_qknorm_rope_bwd(a.dqkv, b.gw(w.qn), b.gw(w.kn), a.dq, a.dk, la.qkv, f32p(la.rstdq),
+		return C.t2_qknorm_rope_bwd(a.dqkv, b.gw(w.qn), b.gw(w.kn), f32p(a.dq), a.dk, la.qkv, f32p(la.rstdq),
 			f32p(la.rstdk), b.pw(w.qn), b.pw(w.kn), i32p(a.positions), ci(n), ci(nh), ci(nkv), ci(d), theta)
 	})
 	s.do(at("qkv_proj"), func() C.t2_status {

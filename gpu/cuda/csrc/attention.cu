@@ -483,31 +483,36 @@ static t2_status attention_bwd_d(void *dq, void *dk, int dks, void *dv, int dvs,
     return t2_ok();
 }
 
-extern "C" t2_status t2_attention_bwd(void *dq, void *dk, int dk_stride, void *dv, int dv_stride, float *scratch_d,
-                                      float *dq_accum, const void *dout, const void *out, const float *lse,
+extern "C" t2_status t2_attention_bwd(float *dq, void *dk, int dk_stride, void *dv, int dv_stride, float *scratch_d,
+                                      void *scratch_bf16, const void *dout, const void *out, const float *lse,
                                       const void *q, const void *k, const void *v, int q_stride, int k_stride,
                                       int v_stride, const int32_t *subtree_end, const int32_t *blockmax, int n,
                                       int nh, int nkv, int d, int impl) {
     T2_REQUIRE(n > 0 && nh > 0 && nkv > 0 && nh % nkv == 0, "t2_attention_bwd(shape)");
     T2_REQUIRE(strides_ok(d, q_stride, k_stride, v_stride), "t2_attention_bwd(strides multiple of 8)");
     T2_REQUIRE(impl == T2_ATT_FA2 || impl == T2_ATT_FA2_DET || impl == T2_ATT_WMMA, "t2_attention_bwd(impl)");
-    T2_REQUIRE(impl != T2_ATT_FA2 || dq_accum != NULL, "t2_attention_bwd(dq_accum required by T2_ATT_FA2)");
+    T2_REQUIRE(impl != T2_ATT_WMMA || scratch_bf16 != NULL, "t2_attention_bwd(scratch_bf16 required by T2_ATT_WMMA)");
     T2_REQUIRE(d == 64 || d == 128, "t2_attention_bwd(head_dim 64 or 128)");
     long warps = (long)n * nh;
     attention_bwd_dot_kernel<<<(int)((warps * 32 + 255) / 256), 256>>>(scratch_d, (const bf16 *)dout,
                                                                          (const bf16 *)out, n, nh, d);
     T2_LAUNCHED("attention_bwd_dot_kernel");
     if (impl == T2_ATT_FA2 || impl == T2_ATT_FA2_DET)
-        return t2_attention_bwd_fa2(dq, impl == T2_ATT_FA2 ? dq_accum : NULL, dk, dk_stride, dv, dv_stride,
-                                    scratch_d, dout, lse, q, k, v, q_stride, k_stride, v_stride, subtree_end,
-                                    blockmax, n, nh, nkv, d);
-    switch (d) {
+        return t2_attention_bwd_fa2(dq, impl == T2_ATT_FA2, dk, dk_stride, dv, dv_stride, scratch_d, dout, lse, q, k,
+                                    v, q_stride, k_stride, v_stride, subtree_end, blockmax, n, nh, nkv, d);
+    t2_status st;
+    switch (d) { /* the WMMA kernels write bf16 dq, widened to fp32 afterwards */
     case 64:
-        return attention_bwd_d<64>(dq, dk, dk_stride, dv, dv_stride, scratch_d, dout, lse, q, k, v, q_stride,
-                                   k_stride, v_stride, subtree_end, blockmax, n, nh, nkv);
+        st = attention_bwd_d<64>(scratch_bf16, dk, dk_stride, dv, dv_stride, scratch_d, dout, lse, q, k, v, q_stride,
+                                 k_stride, v_stride, subtree_end, blockmax, n, nh, nkv);
+        break;
     case 128:
-        return attention_bwd_d<128>(dq, dk, dk_stride, dv, dv_stride, scratch_d, dout, lse, q, k, v, q_stride,
-                                    k_stride, v_stride, subtree_end, blockmax, n, nh, nkv);
+        st = attention_bwd_d<128>(scratch_bf16, dk, dk_stride, dv, dv_stride, scratch_d, dout, lse, q, k, v,
+                                  q_stride, k_stride, v_stride, subtree_end, blockmax, n, nh, nkv);
+        break;
+    default:
+        return t2_fail(-1, "t2_attention_bwd(head_dim)", __FILE__, __LINE__, "head_dim must be 64 or 128");
     }
-    return t2_fail(-1, "t2_attention_bwd(head_dim)", __FILE__, __LINE__, "head_dim must be 64 or 128");
+    if (st.code != 0) return st;
+    return t2_bf16_to_f32(dq, scratch_bf16, (size_t)n * nh * d);
 }

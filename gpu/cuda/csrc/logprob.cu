@@ -14,10 +14,16 @@
  * Backward, in place: d logp_c / d x = onehot(t_c) − softmax(x), so the row's gradient is
  * −softmax·G + Σ_c g_c·onehot(t_c) with G = Σ_c g_c over the row's children (llm.c's fused_classifier
  * idea). Only Backward's dlogp flows; entropy carries no gradient.
+ *
+ * Both row passes are bound by reading (and, backward, rewriting) 151,936 bf16 per row: they use
+ * 16-byte vectors when v is a multiple of 8 (every row then starts 16-byte aligned), scalar
+ * accesses otherwise, with the same formulas.
  * defines: t2_gather_rows, t2_logprob_fwd, t2_logprob_bwd
  */
 #include "common.cuh"
+#include "vec.cuh"
 #include <math.h>
+#include <stdint.h>
 
 #define LP_THREADS 512
 
@@ -51,23 +57,64 @@ __device__ __forceinline__ void lse_merge(float &m, float &s, float &t, float m2
     m = mm;
 }
 
-__global__ void logprob_rows_kernel(float *row_lse, float *row_ent, const bf16 *logits, int r0, int v) {
+
+/* lse_add folds one logit into the running (max m, Σe^(x−m), Σe^(x−m)·x). */
+__device__ __forceinline__ void lse_add(float &m, float &s, float &t, float xi) {
+    if (xi > m) {
+        const float a = __expf(m - xi); /* m = -inf → 0 */
+        s = s * a + 1.f;
+        t = t * a + xi;
+        m = xi;
+    } else {
+        const float e = __expf(xi - m);
+        s += e;
+        t += e * xi;
+    }
+}
+
+/* lse_add8 folds 8 logits: one rescale to their max (when it is a new max), then one exponential
+ * per logit — the same sums as eight lse_add calls up to fp32 rounding order. */
+__device__ __forceinline__ void lse_add8(float &m, float &s, float &t, const uint4 &u) {
+    float x[8];
+    unpack8(u, x);
+    float mx = x[0];
+#pragma unroll
+    for (int e = 1; e < 8; ++e) mx = fmaxf(mx, x[e]);
+    if (mx > m) {
+        const float a = __expf(m - mx); /* m = -inf → 0 */
+        s *= a;
+        t *= a;
+        m = mx;
+    }
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+        const float ex = __expf(x[e] - m);
+        s += ex;
+        t += ex * x[e];
+    }
+}
+
+/* One block per row. VEC: the row is read as 16-byte vectors (v a multiple of 8 and logits 16-byte
+ * aligned, so every row is), two per thread and step so that two loads are in flight. */
+template <bool VEC>
+__global__ void __launch_bounds__(LP_THREADS) logprob_rows_kernel(float *row_lse, float *row_ent, const bf16 *logits,
+                                                                 int r0, int v) {
     __shared__ float sm[32], ss[32], st[32];
     const int row = blockIdx.x;
     const bf16 *x = logits + (size_t)row * v;
     float m = -INFINITY, s = 0.f, t = 0.f;
-    for (int i = threadIdx.x; i < v; i += LP_THREADS) {
-        const float xi = __bfloat162float(x[i]);
-        if (xi > m) {
-            const float a = __expf(m - xi); /* m = -inf → 0 */
-            s = s * a + 1.f;
-            t = t * a + xi;
-            m = xi;
-        } else {
-            const float e = __expf(xi - m);
-            s += e;
-            t += e * xi;
+    if (VEC) {
+        const uint4 *x8 = reinterpret_cast<const uint4 *>(x);
+        const int nv = v / 8;
+        int i = threadIdx.x;
+        for (; i + LP_THREADS < nv; i += 2 * LP_THREADS) {
+            const uint4 a = x8[i], b = x8[i + LP_THREADS];
+            lse_add8(m, s, t, a);
+            lse_add8(m, s, t, b);
         }
+        if (i < nv) lse_add8(m, s, t, x8[i]);
+    } else {
+        for (int i = threadIdx.x; i < v; i += LP_THREADS) lse_add(m, s, t, __bfloat162float(x[i]));
     }
     for (int o = 16; o > 0; o >>= 1) {
         const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o),
@@ -113,7 +160,10 @@ __global__ void logprob_gather_kernel(float *logp, float *entropy, const float *
 extern "C" t2_status t2_logprob_fwd(float *logp, float *entropy, float *row_lse, float *row_ent, const void *logits,
                                     const int32_t *tokens, const int32_t *head_row, int n, int r0, int rows, int v) {
     T2_REQUIRE(n > 0 && rows > 0 && v > 0 && r0 >= 0 && r0 + rows <= n, "t2_logprob_fwd(shape)");
-    logprob_rows_kernel<<<rows, LP_THREADS>>>(row_lse, row_ent, (const bf16 *)logits, r0, v);
+    if (v % 8 == 0 && ((uintptr_t)logits & 15u) == 0)
+        logprob_rows_kernel<true><<<rows, LP_THREADS>>>(row_lse, row_ent, (const bf16 *)logits, r0, v);
+    else
+        logprob_rows_kernel<false><<<rows, LP_THREADS>>>(row_lse, row_ent, (const bf16 *)logits, r0, v);
     T2_LAUNCHED("logprob_rows_kernel");
     logprob_gather_kernel<<<ceil_div(n, 256), 256>>>(logp, entropy, row_lse, row_ent, (const bf16 *)logits, tokens,
                                                      head_row, n, r0, rows, v);
@@ -121,9 +171,21 @@ extern "C" t2_status t2_logprob_fwd(float *logp, float *entropy, float *row_lse,
     return t2_ok();
 }
 
-__global__ void logprob_bwd_kernel(bf16 *logits, const float *row_lse, const float *logp, const float *dlogp,
-                                   const int32_t *tokens, const int32_t *child_off, const int32_t *child_idx, int r0,
-                                   int v) {
+/* -p·G for the 8 logits in u (p = softmax = e^(x − lse)) */
+__device__ __forceinline__ uint4 dlogits8(const uint4 &u, float lse, float G) {
+    float x[8];
+    unpack8(u, x);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x[e] = -__expf(x[e] - lse) * G;
+    return pack8(x);
+}
+
+/* One block per row; VEC as in logprob_rows_kernel (two 16-byte vectors per thread and step, both
+ * loaded before either is written back). */
+template <bool VEC>
+__global__ void __launch_bounds__(LP_THREADS)
+    logprob_bwd_kernel(bf16 *logits, const float *row_lse, const float *logp, const float *dlogp,
+                       const int32_t *tokens, const int32_t *child_off, const int32_t *child_idx, int r0, int v) {
     __shared__ float sred[32];
     const int row = blockIdx.x, r = r0 + row;
     const int c0 = child_off[r], c1 = child_off[r + 1];
@@ -132,9 +194,21 @@ __global__ void logprob_bwd_kernel(bf16 *logits, const float *row_lse, const flo
     const float G = block_sum(g, sred);
     bf16 *x = logits + (size_t)row * v;
     const float lse = row_lse[r];
-    for (int i = threadIdx.x; i < v; i += LP_THREADS) {
-        const float p = __expf(__bfloat162float(x[i]) - lse);
-        x[i] = __float2bfloat16(-p * G);
+    if (VEC) {
+        uint4 *x8 = reinterpret_cast<uint4 *>(x);
+        const int nv = v / 8;
+        int i = threadIdx.x;
+        for (; i + LP_THREADS < nv; i += 2 * LP_THREADS) {
+            const uint4 a = x8[i], b = x8[i + LP_THREADS];
+            x8[i] = dlogits8(a, lse, G);
+            x8[i + LP_THREADS] = dlogits8(b, lse, G);
+        }
+        if (i < nv) x8[i] = dlogits8(x8[i], lse, G);
+    } else {
+        for (int i = threadIdx.x; i < v; i += LP_THREADS) {
+            const float p = __expf(__bfloat162float(x[i]) - lse);
+            x[i] = __float2bfloat16(-p * G);
+        }
     }
     __syncthreads();
     for (int k = c0 + threadIdx.x; k < c1; k += LP_THREADS) {
@@ -150,8 +224,12 @@ extern "C" t2_status t2_logprob_bwd(void *logits, const float *row_lse, const fl
                                     const int32_t *tokens, const int32_t *child_off, const int32_t *child_idx, int r0,
                                     int rows, int v) {
     T2_REQUIRE(rows > 0 && v > 0 && r0 >= 0, "t2_logprob_bwd(shape)");
-    logprob_bwd_kernel<<<rows, LP_THREADS>>>((bf16 *)logits, row_lse, logp, dlogp, tokens, child_off, child_idx, r0,
-                                            v);
+    if (v % 8 == 0 && ((uintptr_t)logits & 15u) == 0)
+        logprob_bwd_kernel<true><<<rows, LP_THREADS>>>((bf16 *)logits, row_lse, logp, dlogp, tokens, child_off,
+                                                       child_idx, r0, v);
+    else
+        logprob_bwd_kernel<false><<<rows, LP_THREADS>>>((bf16 *)logits, row_lse, logp, dlogp, tokens, child_off,
+                                                        child_idx, r0, v);
     T2_LAUNCHED("logprob_bwd_kernel");
     return t2_ok();
 }

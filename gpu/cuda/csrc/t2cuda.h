@@ -71,9 +71,10 @@ t2_status t2_rmsnorm_bwd(float *dresid, void *dresid_bf16, float *dw, const void
 t2_status t2_qknorm_rope_fwd(void *qout, void *kout, float *rstd_q, float *rstd_k, const void *qkv,
                              const void *qw, const void *kw, const int32_t *positions, int n, int nh,
                              int nkv, int d, float eps, float theta);
-/* Backward of t2_qknorm_rope_fwd: dq [n,nh·d], dk [n,nkv·d] (bf16 grads of the rotated outputs) →
- * the q and k column blocks of dqkv (bf16); dqw, dkw (fp32) accumulate. */
-t2_status t2_qknorm_rope_bwd(void *dqkv, float *dqw, float *dkw, const void *dq, const void *dk,
+/* Backward of t2_qknorm_rope_fwd: dq [n,nh·d] (fp32, as t2_attention_bwd leaves it; rounded to bf16
+ * on load, as transformers' bf16 gradient is), dk [n,nkv·d] (bf16) → the q and k column blocks of
+ * dqkv (bf16); dqw, dkw (fp32) accumulate. */
+t2_status t2_qknorm_rope_bwd(void *dqkv, float *dqw, float *dkw, const float *dq, const void *dk,
                              const void *qkv, const float *rstd_q, const float *rstd_k, const void *qw,
                              const void *kw, const int32_t *positions, int n, int nh, int nkv, int d,
                              float theta);
@@ -95,11 +96,12 @@ t2_status t2_tree_blockmax(int32_t *blockmax, const int32_t *subtree_end, int n)
 t2_status t2_attention_fwd(void *out, float *lse, const void *q, const void *k, const void *v, int q_stride,
                            int k_stride, int v_stride, const int32_t *subtree_end, const int32_t *blockmax,
                            int n, int nh, int nkv, int d, int impl);
-/* dq [n, nh·d]; dk and dv rows of dk_stride / dv_stride with kv head g at column g·d (bf16,
- * overwritten); scratch_d [nh, n] fp32 receives rowsum(dout∘out); dq_accum [n, nh·d] fp32 is the
- * atomic dQ's workspace (required by T2_ATT_FA2, unused otherwise, may be NULL then). */
-t2_status t2_attention_bwd(void *dq, void *dk, int dk_stride, void *dv, int dv_stride, float *scratch_d,
-                           float *dq_accum, const void *dout, const void *out, const float *lse, const void *q,
+/* dq [n, nh·d] fp32 (overwritten; fp32 because the atomic dQ sums there, and the q/k-norm backward
+ * reads it as is); dk and dv rows of dk_stride / dv_stride with kv head g at column g·d (bf16,
+ * overwritten); scratch_d [nh, n] fp32 receives rowsum(dout∘out); scratch_bf16 [n, nh·d] bf16 holds
+ * the WMMA kernels' dq before it is widened (required by T2_ATT_WMMA, may be NULL otherwise). */
+t2_status t2_attention_bwd(float *dq, void *dk, int dk_stride, void *dv, int dv_stride, float *scratch_d,
+                           void *scratch_bf16, const void *dout, const void *out, const float *lse, const void *q,
                            const void *k, const void *v, int q_stride, int k_stride, int v_stride,
                            const int32_t *subtree_end, const int32_t *blockmax, int n, int nh, int nkv, int d,
                            int impl);

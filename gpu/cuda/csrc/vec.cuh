@@ -1,0 +1,28 @@
+/*
+ * vec.cuh: 16-byte vectors of 8 bf16 for the memory-bound kernels (norm.cu, elementwise.cu,
+ * logprob.cu, adamw.cu), which move 8 elements per load or store to run at DRAM bandwidth.
+ * Element 0 sits in the low half of .x; packing rounds to nearest even, as __float2bfloat16 does.
+ */
+#pragma once
+#include "common.cuh"
+#include <stdint.h>
+
+__device__ __forceinline__ void unpack8(const uint4 &u, float f[8]) {
+    const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        f[2 * k] = __uint_as_float(w[k] << 16);
+        f[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+    }
+}
+/* two floats as one word of two bf16 */
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const unsigned *>(&h);
+}
+__device__ __forceinline__ uint4 pack8(const float f[8]) {
+    return make_uint4(pack2(f[0], f[1]), pack2(f[2], f[3]), pack2(f[4], f[5]), pack2(f[6], f[7]));
+}
+
+/* aligned16: whether a 16-byte vector access at p is legal (NULL counts as aligned). */
+static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
