@@ -14,8 +14,9 @@
 //	matmul.cu      linear layer GEMMs: bf16 operands, fp32 accumulation, fp32 weight gradients
 //	norm.cu        RMSNorm (+ residual) and per-head q/k RMSNorm + rotate-half RoPE, fwd/bwd
 //	attention.cu   tree attention entry points (mask j ≤ i ≤ SubtreeEnd[j]) and the first, WMMA kernels
-//	attention_fa2.cu  the default FlashAttention-2-style kernels: mma.sync, tiles in registers, cp.async
-//	elementwise.cu embedding, SwiGLU, residual add, conversions
+//	attention_fa2.cu  the default FlashAttention-2-style kernels: mma.sync, tiles in registers, cp.async,
+//	               dQ by fp32 atomics (or a deterministic separate pass, Options.Attention)
+//	elementwise.cu embedding, SwiGLU, residual add, conversions (vec.cuh: 16-byte bf16 vectors)
 //	logprob.cu     chunked log-softmax gather + entropy over the vocabulary, and its backward, run
 //	               only on head rows (parents of nodes gpu.MicroBatch.Score marks), gathered densely
 //	adamw.cu       global gradient norm, clipping, AdamW on fp32 masters with bf16 copies
@@ -23,5 +24,6 @@
 // The Go side (backend.go, layer.go) owns the parameter layout (one flat buffer per kind: fp32
 // master, bf16 copy, fp32 gradient, AdamW m and v, in gpu.ParamSpecs order so q/k/v and gate/up
 // are contiguous and run as one fused GEMM each), the activations, and the layer loop with
-// optional activation recomputation.
+// optional activation recomputation. Backend.SetProfiling times every launch between CUDA events
+// (profile.go), which is how gpu/cuda/NOTES.md's per-operation breakdowns are measured.
 package cuda
