@@ -25,6 +25,7 @@
 #include "vec.cuh"
 #include <math.h>
 #include <stdint.h>
+#include <type_traits>
 
 #define NORM_THREADS 256 /* 8 warps per block */
 #define NORM_WARPS (NORM_THREADS / 32)
@@ -72,6 +73,22 @@ static bool norm_shape(int c, int *g, int *k) {
         }
     }
     return false;
+}
+
+/* norm_dispatch calls launch(integral_constant G, integral_constant K) for the (G, K) norm_shape
+ * chose, one of the instantiations compiled here; what names the caller in the error otherwise. */
+template <int V> using ic = std::integral_constant<int, V>;
+template <typename F> static t2_status norm_dispatch(int G, int K, const char *what, F launch) {
+    switch (G * 16 + K) {
+    case 1 * 16 + 1: return launch(ic<1>{}, ic<1>{});
+    case 1 * 16 + 2: return launch(ic<1>{}, ic<2>{});
+    case 2 * 16 + 2: return launch(ic<2>{}, ic<2>{});
+    case 4 * 16 + 2: return launch(ic<4>{}, ic<2>{});
+    case 8 * 16 + 2: return launch(ic<8>{}, ic<2>{});
+    case 8 * 16 + 3: return launch(ic<8>{}, ic<3>{});
+    case 8 * 16 + 4: return launch(ic<8>{}, ic<4>{});
+    }
+    return t2_fail(-1, what, __FILE__, __LINE__, "invalid argument");
 }
 
 /* group_sum: v summed over the row group. Warps of a multi-warp group meet through sred[buf]; the
@@ -203,16 +220,9 @@ extern "C" t2_status t2_rmsnorm_fwd(void *out, void *resid_out, float *rstd, con
     int G = 0, K = 0;
     if (norm_shape(c, &G, &K) && aligned16(out) && aligned16(resid_out) && aligned16(x) && aligned16(delta) &&
         aligned16(w)) {
-        switch (G * 16 + K) {
-        case 1 * 16 + 1: return rmsnorm_fwd_launch<1, 1>(o, ro, rstd, xx, dd, ww, n, c, eps);
-        case 1 * 16 + 2: return rmsnorm_fwd_launch<1, 2>(o, ro, rstd, xx, dd, ww, n, c, eps);
-        case 2 * 16 + 2: return rmsnorm_fwd_launch<2, 2>(o, ro, rstd, xx, dd, ww, n, c, eps);
-        case 4 * 16 + 2: return rmsnorm_fwd_launch<4, 2>(o, ro, rstd, xx, dd, ww, n, c, eps);
-        case 8 * 16 + 2: return rmsnorm_fwd_launch<8, 2>(o, ro, rstd, xx, dd, ww, n, c, eps);
-        case 8 * 16 + 3: return rmsnorm_fwd_launch<8, 3>(o, ro, rstd, xx, dd, ww, n, c, eps);
-        case 8 * 16 + 4: return rmsnorm_fwd_launch<8, 4>(o, ro, rstd, xx, dd, ww, n, c, eps);
-        }
-        T2_REQUIRE(0, "t2_rmsnorm_fwd(norm_shape)");
+        return norm_dispatch(G, K, "t2_rmsnorm_fwd(norm_shape)", [&](auto g, auto k) {
+            return rmsnorm_fwd_launch<decltype(g)::value, decltype(k)::value>(o, ro, rstd, xx, dd, ww, n, c, eps);
+        });
     }
     rmsnorm_fwd_any<<<ceil_div(n, NORM_WARPS), NORM_THREADS>>>(o, ro, rstd, xx, dd, ww, n, c, eps);
     T2_LAUNCHED("rmsnorm_fwd_any");
@@ -364,16 +374,9 @@ extern "C" t2_status t2_rmsnorm_bwd(float *dresid, void *dresid_bf16, float *dw,
     int G = 0, K = 0;
     if (norm_shape(c, &G, &K) && aligned16(dresid) && aligned16(dresid_bf16) && aligned16(dout) && aligned16(x) &&
         aligned16(w)) {
-        switch (G * 16 + K) {
-        case 1 * 16 + 1: return rmsnorm_bwd_launch<1, 1>(dresid, gb, dw, dy, xx, rstd, ww, n, c);
-        case 1 * 16 + 2: return rmsnorm_bwd_launch<1, 2>(dresid, gb, dw, dy, xx, rstd, ww, n, c);
-        case 2 * 16 + 2: return rmsnorm_bwd_launch<2, 2>(dresid, gb, dw, dy, xx, rstd, ww, n, c);
-        case 4 * 16 + 2: return rmsnorm_bwd_launch<4, 2>(dresid, gb, dw, dy, xx, rstd, ww, n, c);
-        case 8 * 16 + 2: return rmsnorm_bwd_launch<8, 2>(dresid, gb, dw, dy, xx, rstd, ww, n, c);
-        case 8 * 16 + 3: return rmsnorm_bwd_launch<8, 3>(dresid, gb, dw, dy, xx, rstd, ww, n, c);
-        case 8 * 16 + 4: return rmsnorm_bwd_launch<8, 4>(dresid, gb, dw, dy, xx, rstd, ww, n, c);
-        }
-        T2_REQUIRE(0, "t2_rmsnorm_bwd(norm_shape)");
+        return norm_dispatch(G, K, "t2_rmsnorm_bwd(norm_shape)", [&](auto g, auto k) {
+            return rmsnorm_bwd_launch<decltype(g)::value, decltype(k)::value>(dresid, gb, dw, dy, xx, rstd, ww, n, c);
+        });
     }
     const size_t smem = (size_t)(c + 32) * sizeof(float);
     if (smem > 48 * 1024)
