@@ -20,10 +20,10 @@ type Options struct {
 	LogitChunk int `yaml:"logit_chunk"`
 	// Attention picks the tree-attention kernels: "fa2" (FlashAttention-2 style: mma.sync with the
 	// score and accumulator tiles in registers, cp.async double buffering, dQ accumulated with fp32
-	// atomics; the default), "fa2-deterministic" (the same forward; a backward with a separate dQ pass
-	// recomputing the scores, about 25% slower, whose gradients are the same bits on every run) or
-	// "wmma" (the first kernels, WMMA with every tile staged through shared memory; slower, kept as a
-	// cross-check and fallback). All compute the same function. Empty means "fa2".
+	// atomics; the default), "fa2-deterministic" (the same forward; a backward about a third slower,
+	// with a separate dQ pass recomputing the scores, whose gradients are the same bits on every run)
+	// or "wmma" (the first kernels, WMMA with every tile staged through shared memory; slower, kept
+	// as a cross-check and fallback). All compute the same function. Empty means "fa2".
 	Attention string `yaml:"attention"`
 }
 

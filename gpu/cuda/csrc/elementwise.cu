@@ -40,7 +40,6 @@ extern "C" t2_status t2_embedding_bwd(float *dtable, const int32_t *tokens, cons
     return t2_ok();
 }
 
-
 /* VEC consecutive bf16 at p as floats, and back: VEC = 8 is one 16-byte access (p 16-byte
  * aligned), VEC = 1 a scalar one. */
 template <int VEC> __device__ __forceinline__ void load_bf(const bf16 *p, float f[VEC]);
@@ -53,7 +52,6 @@ template <> __device__ __forceinline__ void store_bf<8>(bf16 *p, const float f[8
     *reinterpret_cast<uint4 *>(p) = pack8(f);
 }
 template <> __device__ __forceinline__ void store_bf<1>(bf16 *p, const float f[1]) { *p = __float2bfloat16(f[0]); }
-
 
 __device__ __forceinline__ float sigmoidf(float x) { return 1.f / (1.f + __expf(-x)); }
 

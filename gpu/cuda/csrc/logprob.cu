@@ -57,7 +57,6 @@ __device__ __forceinline__ void lse_merge(float &m, float &s, float &t, float m2
     m = mm;
 }
 
-
 /* lse_add folds one logit into the running (max m, Σe^(x−m), Σe^(x−m)·x). */
 __device__ __forceinline__ void lse_add(float &m, float &s, float &t, float xi) {
     if (xi > m) {

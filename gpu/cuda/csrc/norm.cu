@@ -38,7 +38,6 @@ __device__ __forceinline__ uint4 ld8f(const float *p) {
 }
 __device__ __forceinline__ void st8(bf16 *p, const uint4 &u) { *reinterpret_cast<uint4 *>(p) = u; }
 
-
 /* resident_blocks: how many blocks of kernel (NORM_THREADS threads, smem dynamic bytes) the device
  * runs at once: the grid of a grid-stride kernel that keeps its per-thread state (weights, gradient
  * partials) for as many rows as possible. */
