@@ -137,6 +137,10 @@ func LaxBool(v any) (b, ok bool) {
 		if x == 0 || x == 1 {
 			return x == 1, true
 		}
+	case int:
+		if x == 0 || x == 1 {
+			return x == 1, true
+		}
 	case float64:
 		if x == 0 || x == 1 {
 			return x == 1, true

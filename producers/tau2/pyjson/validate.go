@@ -347,9 +347,9 @@ func fromValueRV(v any, dst reflect.Value, path []any, errs *[]LineError) error 
 		dst.SetString(s)
 		return nil
 	case reflect.Bool:
-		b, ok := v.(bool)
-		if !ok {
-			return invalid("Input should be a valid boolean", "bool_type")
+		b, err := toBool(v)
+		if err != nil {
+			return invalid(err.msg, err.typ)
 		}
 		dst.SetBool(b)
 		return nil
@@ -450,6 +450,25 @@ func hasWTF8Surrogate(s string) bool {
 		i += 1 + j
 	}
 	return false
+}
+
+// toBool is pydantic's lax bool validation (LaxBool) with pydantic-core's errors: strings and
+// integers it cannot interpret are bool_parsing, every other input (fractions, infinities, huge
+// integers, containers, None) bool_type.
+func toBool(v any) (bool, *convErr) {
+	if b, ok := LaxBool(v); ok {
+		return b, nil
+	}
+	switch x := v.(type) {
+	case string:
+		if hasWTF8Surrogate(x) {
+			return false, errStringUnicode
+		}
+		return false, &convErr{"Input should be a valid boolean, unable to interpret input", "bool_parsing"}
+	case int64, int:
+		return false, &convErr{"Input should be a valid boolean, unable to interpret input", "bool_parsing"}
+	}
+	return false, &convErr{"Input should be a valid boolean", "bool_type"}
 }
 
 func toInt(v any) (int64, *convErr) {

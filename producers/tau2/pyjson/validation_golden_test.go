@@ -26,6 +26,9 @@ type (
 	Name struct {
 		S string `json:"s"`
 	}
+	Flag struct {
+		On bool `json:"on"`
+	}
 )
 
 // TestValidationErrorGolden checks ValidationError's text against real
@@ -51,6 +54,8 @@ func TestValidationErrorGolden(t *testing.T) {
 			err = Unmarshal([]byte(in), new(Count))
 		case "Name":
 			err = Unmarshal([]byte(in), new(Name))
+		case "Flag":
+			err = Unmarshal([]byte(in), new(Flag))
 		default:
 			t.Fatalf("golden model %q has no Go mirror", model)
 		}
@@ -131,4 +136,22 @@ func FuzzTruncateRepr(f *testing.F) {
 			t.Fatalf("TruncateRepr(%q, %d) = %q: split a character", s, limit, got)
 		}
 	})
+}
+
+// TestLaxBoolField: a bool model field accepts what pydantic's lax mode does (values checked
+// against pydantic 2.13: Flag.model_validate(json.loads(in)).on); the rejections are the goldens.
+func TestLaxBoolField(t *testing.T) {
+	for in, want := range map[string]bool{
+		"true": true, "false": false, "1": true, "0": false, "1.0": true, "0.0": false,
+		`"yes"`: true, `"Off"`: false, `"T"`: true, `"1"`: true, `"YES"`: true, `"on"`: true, `"n"`: false,
+	} {
+		var f Flag
+		if err := Unmarshal([]byte(`{"on": `+in+`}`), &f); err != nil {
+			t.Errorf("%s: %v", in, err)
+			continue
+		}
+		if f.On != want {
+			t.Errorf("%s: on = %v, want %v", in, f.On, want)
+		}
+	}
 }

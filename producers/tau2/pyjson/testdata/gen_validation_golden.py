@@ -43,7 +43,11 @@ class Name(BaseModel):
     s: str
 
 
-MODELS = {m.__name__: m for m in (Payment, Order, Count, Name)}
+class Flag(BaseModel):
+    on: bool
+
+
+MODELS = {m.__name__: m for m in (Payment, Order, Count, Name, Flag)}
 
 
 def jstr(s):
@@ -111,6 +115,12 @@ cases += [
     ("Payment", '["credit_card_1234567", "gift_card_7654321", "paypal_1111111", "certificate_1"]'),
     ("Payment", '"a single string that is much longer than fifty bytes in its repr"'),
 ]
+
+# Lax bools: strings pydantic-core cannot interpret (compared unstripped), ints other than 0/1
+# (bool_parsing), fractions, huge ints, infinities and containers (bool_type), lone surrogates.
+cases += [("Flag", '{"on": %s}' % v) for v in (
+    '" true"', '"true "', '"maybe"', '""', '"yes please"', '2', '-1', '0.5', 'null', '[]', '{}',
+    '12345678901234567890123456789', '1e400', '"\\ud800"', '["true", "false"]')]
 
 version = ".".join(pydantic.VERSION.split(".")[:2])
 with open("golden/validation_errors.jsonl", "w") as out:
