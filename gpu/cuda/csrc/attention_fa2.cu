@@ -726,25 +726,19 @@ constexpr int FWD_MT = 2, FWD_NW = 4; /* 128 query rows, 4 warps of 32 rows */
 constexpr int DQ_NW = 4;              /* 64 query rows, 4 warps of 16 rows */
 constexpr int DKV_NW = 8;             /* 128 keys, 8 warps of 16 keys */
 
-template <int D, int MT, int NW>
-t2_status fwd_launch(void *out, float *lse, const void *q, const void *k, const void *v, int qs, int ks, int vs,
-                     const int32_t *send, const int32_t *bmax, int n, int nh, int nkv) {
-    typedef FwdSmem<D, MT, NW> L;
-    auto kern = fa2_fwd_kernel<D, MT, NW>;
+template <int D>
+t2_status fwd_d(void *out, float *lse, const void *q, const void *k, const void *v, int qs, int ks, int vs,
+                const int32_t *send, const int32_t *bmax, int n, int nh, int nkv) {
+    typedef FwdSmem<D, FWD_MT, FWD_NW> L;
+    auto kern = fa2_fwd_kernel<D, FWD_MT, FWD_NW>;
     T2_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes));
     dim3 grid(ceil_div(n, L::BR), nh);
     const float sl2 = (float)(1.4426950408889634 / sqrt((double)D));
     const int32_t *bmin = bmax + ceil_div(n, BN);
-    kern<<<grid, NW * 32, L::bytes>>>((bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, qs, ks,
-                                      vs, send, bmax, bmin, n, nh, nh / nkv, sl2);
+    kern<<<grid, FWD_NW * 32, L::bytes>>>((bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, qs,
+                                          ks, vs, send, bmax, bmin, n, nh, nh / nkv, sl2);
     T2_LAUNCHED("fa2_fwd_kernel");
     return t2_ok();
-}
-
-template <int D>
-t2_status fwd_d(void *out, float *lse, const void *q, const void *k, const void *v, int qs, int ks, int vs,
-                const int32_t *send, const int32_t *bmax, int n, int nh, int nkv) {
-    return fwd_launch<D, FWD_MT, FWD_NW>(out, lse, q, k, v, qs, ks, vs, send, bmax, n, nh, nkv);
 }
 
 template <int D>
