@@ -404,6 +404,9 @@ func (a *Archiver) fileFor(dir string) (*openFile, error) {
 // finalize hands f to the finalizer goroutine. Its messages are released
 // for commit when the result comes back (complete). While the finalizer is
 // busy the loop keeps taking results, so the two never wait on each other.
+// If an earlier file's finalization fails while f waits for the queue, f is
+// discarded too: it is in neither a.files nor the queue, so nothing else
+// would remove its temporary file.
 func (a *Archiver) finalize(f *openFile) error {
 	delete(a.files, f.dir)
 	a.m.OpenFiles.Set(float64(len(a.files)))
@@ -414,6 +417,9 @@ func (a *Archiver) finalize(f *openFile) error {
 			return nil
 		case r := <-a.finDone:
 			if err := a.complete(r); err != nil {
+				if aerr := f.abort(a.d.FS); aerr != nil {
+					a.log.Warn("removing temporary file", "path", f.tmpPath, "err", aerr)
+				}
 				return err
 			}
 		}
