@@ -60,13 +60,7 @@ func TestArchiveEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := runAsync(runCtx, a)
-	waitCommitted(t, ctx, e, cfg.Group)
-	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("run: %v", err)
-	}
+	runUntilCommitted(t, ctx, e, a, cfg.Group)
 
 	ds := readDataset(t, cfg.DatasetDir)
 	checkExactlyOnce(t, ds, trajs)
@@ -245,13 +239,7 @@ func TestRestartAfterUncommittedFilesHasNoDuplicates(t *testing.T) {
 	if a2.Summary.PinnedIDs != len(trajs) {
 		t.Fatalf("start-up pinned %d ids, want %d", a2.Summary.PinnedIDs, len(trajs))
 	}
-	runCtx, stop = context.WithCancel(ctx)
-	done = runAsync(runCtx, a2)
-	waitCommitted(t, ctx, e, cfg.Group)
-	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	runUntilCommitted(t, ctx, e, a2, cfg.Group)
 	checkExactlyOnce(t, readDataset(t, cfg.DatasetDir), trajs)
 	if a2.Summary.Duplicates != len(trajs) || a2.Summary.Rows != 0 {
 		t.Fatalf("second run summary %+v: want everything dropped as duplicates", a2.Summary)

@@ -139,13 +139,7 @@ func TestFullDiskInjected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := runAsync(runCtx, a2)
-	waitCommitted(t, ctx, e, cfg.Group)
-	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	runUntilCommitted(t, ctx, e, a2, cfg.Group)
 	checkExactlyOnce(t, readDataset(t, cfg.DatasetDir), trajs)
 }
 
@@ -207,13 +201,7 @@ func TestFullDiskTmpfs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := runAsync(runCtx, a2)
-	waitCommitted(t, ctx, e, cfg.Group)
-	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	runUntilCommitted(t, ctx, e, a2, cfg.Group)
 	checkExactlyOnce(t, readDataset(t, cfg.DatasetDir), trajs)
 }
 
@@ -266,13 +254,7 @@ func TestOversizeMessageIsDeadLettered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := runAsync(runCtx, a)
-	waitCommitted(t, ctx, e, cfg.Group)
-	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	runUntilCommitted(t, ctx, e, a, cfg.Group)
 	checkExactlyOnce(t, readDataset(t, cfg.DatasetDir), trajs)
 	r, err := tkafka.NewGroupReader(e.kc, "ops", []string{e.kc.Topics.DeadLetters}, nil)
 	if err != nil {
@@ -312,13 +294,7 @@ func TestRollBySizeAndOpenFileLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := runAsync(runCtx, a)
-	waitCommitted(t, ctx, e, cfg.Group)
-	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	runUntilCommitted(t, ctx, e, a, cfg.Group)
 	ds := readDataset(t, cfg.DatasetDir)
 	checkExactlyOnce(t, ds, trajs)
 	if len(ds.files) < 10 {

@@ -2,7 +2,6 @@ package archiver_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -256,7 +255,19 @@ func runAsync(ctx context.Context, a *archiver.Archiver) <-chan error {
 	return done
 }
 
-var _ = fmt.Sprint
+// runUntilCommitted runs a until the group has committed the end of the
+// trajectories topic, then stops it; the run must end without an error.
+func runUntilCommitted(t testing.TB, ctx context.Context, e *env, a *archiver.Archiver, group string) {
+	t.Helper()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := runAsync(runCtx, a)
+	waitCommitted(t, ctx, e, group)
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+}
 
 // testLog shows warnings and errors only, keeping test output readable.
 var testLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

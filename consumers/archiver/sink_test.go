@@ -28,13 +28,7 @@ func TestArchiveWithSchemasParquet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := runAsync(runCtx, a)
-	waitCommitted(t, ctx, e, cfg.Group)
-	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	runUntilCommitted(t, ctx, e, a, cfg.Group)
 	ds, err := dataset.Open(cfg.DatasetDir)
 	if err != nil {
 		t.Fatal(err)
