@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(OPT_THREADS) sumsq_kernel(float *partial, cons
 extern "C" t2_status t2_sumsq(double *sumsq, float *partial, const float *g, size_t count) {
     float host[T2_NORM_BLOCKS];
     T2_REQUIRE(count > 0, "t2_sumsq(count)");
-    const size_t nvec = ((uintptr_t)g & 15u) == 0 ? count / 4 : 0;
+    const size_t nvec = aligned16(g) ? count / 4 : 0;
     sumsq_kernel<<<T2_NORM_BLOCKS, OPT_THREADS>>>(partial, g, count, nvec);
     T2_LAUNCHED("sumsq_kernel");
     T2_CUDA(cudaMemcpy(host, partial, sizeof(host), cudaMemcpyDeviceToHost));
@@ -100,18 +100,15 @@ extern "C" t2_status t2_adamw(float *master, void *param_bf16, float *grad, floa
                               float beta1, float beta2, float eps, float weight_decay, float grad_scale, float bc1,
                               float bc2) {
     T2_REQUIRE(count > 0 && bc1 > 0.f && bc2 > 0.f, "t2_adamw(args)");
-    const bool vec = (((uintptr_t)master | (uintptr_t)grad | (uintptr_t)m | (uintptr_t)v) & 15u) == 0 &&
+    const bool vec = aligned16(master) && aligned16(grad) && aligned16(m) && aligned16(v) &&
                      ((uintptr_t)param_bf16 & 7u) == 0;
     const size_t nvec = vec ? count / 4 : 0;
     /* a resident grid (every SM full, no tail wave), each thread striding over the buffers */
-    int dev = 0, sms = 0, per = 0;
-    T2_CUDA(cudaGetDevice(&dev));
-    T2_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    T2_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, adamw_kernel, OPT_THREADS, 0));
+    int resident = 0;
+    T2_CUDA(resident_blocks(adamw_kernel, OPT_THREADS, 0, &resident));
     const size_t work = nvec > 0 ? nvec : count; /* per-thread items of the longer of the two loops */
     size_t blocks = (work + OPT_THREADS - 1) / OPT_THREADS;
-    const size_t resident = (size_t)sms * (size_t)(per > 0 ? per : 1);
-    if (blocks > resident) blocks = resident;
+    if (blocks > (size_t)resident) blocks = (size_t)resident;
     const adamw_args a = {lr, beta1, beta2, eps, weight_decay, grad_scale, bc1, sqrtf(bc2)};
     adamw_kernel<<<(int)blocks, OPT_THREADS>>>(master, (bf16 *)param_bf16, grad, m, v, count, nvec, a);
     T2_LAUNCHED("adamw_kernel");

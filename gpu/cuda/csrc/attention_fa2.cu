@@ -31,6 +31,7 @@
  */
 #include "common.cuh"
 #include "attention_impl.h"
+#include "vec.cuh"
 #include <math.h>
 #include <stdint.h>
 
@@ -71,17 +72,12 @@ __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&v);
-}
-
 /* The A fragment of a 16×16 k-chunk from the C fragments of the two 16×8 n-tiles that make it up. */
 __device__ __forceinline__ void c_to_a(uint32_t a[4], const float c0[4], const float c1[4]) {
-    a[0] = pack_bf16(c0[0], c0[1]);
-    a[1] = pack_bf16(c0[2], c0[3]);
-    a[2] = pack_bf16(c1[0], c1[1]);
-    a[3] = pack_bf16(c1[2], c1[3]);
+    a[0] = pack2(c0[0], c0[1]);
+    a[1] = pack2(c0[2], c0[3]);
+    a[2] = pack2(c1[0], c1[1]);
+    a[3] = pack2(c1[2], c1[3]);
 }
 
 /* ldmatrix address of this lane for the A fragment (16 rows × 16 cols at row0, col0) of a row-major tile */
@@ -305,7 +301,7 @@ __global__ void __launch_bounds__(NW * 32, 2) fa2_fwd_kernel(bf16 *out, float *l
 #pragma unroll
                 for (int t = 0; t < D / 8; ++t)
                     *reinterpret_cast<uint32_t *>(orow + t * 8) =
-                        pack_bf16(o[mt][t][hf * 2] * inv, o[mt][t][hf * 2 + 1] * inv);
+                        pack2(o[mt][t][hf * 2] * inv, o[mt][t][hf * 2 + 1] * inv);
                 if ((lane & 3) == 0) lse[(size_t)h * n + i] = m[mt][hf] + log2f(sum);
             }
         }
@@ -654,8 +650,8 @@ __global__ void __launch_bounds__(NW * 32, 1) fa2_bwd_dkdv_kernel(bf16 *dk, int 
 #pragma unroll
                 for (int t = 0; t < BN / 8; ++t) {
                     bf16 *row = sdS + (wk + (lane >> 2)) * L::lds + t * 8 + (lane & 3) * 2;
-                    *reinterpret_cast<uint32_t *>(row) = pack_bf16(dp[t][0], dp[t][1]);
-                    *reinterpret_cast<uint32_t *>(row + 8 * L::lds) = pack_bf16(dp[t][2], dp[t][3]);
+                    *reinterpret_cast<uint32_t *>(row) = pack2(dp[t][0], dp[t][1]);
+                    *reinterpret_cast<uint32_t *>(row + 8 * L::lds) = pack2(dp[t][2], dp[t][3]);
                 }
             }
         }
@@ -716,8 +712,8 @@ __global__ void __launch_bounds__(NW * 32, 1) fa2_bwd_dkdv_kernel(bf16 *dk, int 
         bf16 *rv = dv + (size_t)j * dvs + g * D + (lane & 3) * 2;
 #pragma unroll
         for (int t = 0; t < D / 8; ++t) {
-            *reinterpret_cast<uint32_t *>(rk + t * 8) = pack_bf16(ak[t][hf * 2], ak[t][hf * 2 + 1]);
-            *reinterpret_cast<uint32_t *>(rv + t * 8) = pack_bf16(av[t][hf * 2], av[t][hf * 2 + 1]);
+            *reinterpret_cast<uint32_t *>(rk + t * 8) = pack2(ak[t][hf * 2], ak[t][hf * 2 + 1]);
+            *reinterpret_cast<uint32_t *>(rv + t * 8) = pack2(av[t][hf * 2], av[t][hf * 2 + 1]);
         }
     }
 }

@@ -159,7 +159,7 @@ __global__ void logprob_gather_kernel(float *logp, float *entropy, const float *
 extern "C" t2_status t2_logprob_fwd(float *logp, float *entropy, float *row_lse, float *row_ent, const void *logits,
                                     const int32_t *tokens, const int32_t *head_row, int n, int r0, int rows, int v) {
     T2_REQUIRE(n > 0 && rows > 0 && v > 0 && r0 >= 0 && r0 + rows <= n, "t2_logprob_fwd(shape)");
-    if (v % 8 == 0 && ((uintptr_t)logits & 15u) == 0)
+    if (v % 8 == 0 && aligned16(logits))
         logprob_rows_kernel<true><<<rows, LP_THREADS>>>(row_lse, row_ent, (const bf16 *)logits, r0, v);
     else
         logprob_rows_kernel<false><<<rows, LP_THREADS>>>(row_lse, row_ent, (const bf16 *)logits, r0, v);
@@ -223,7 +223,7 @@ extern "C" t2_status t2_logprob_bwd(void *logits, const float *row_lse, const fl
                                     const int32_t *tokens, const int32_t *child_off, const int32_t *child_idx, int r0,
                                     int rows, int v) {
     T2_REQUIRE(rows > 0 && v > 0 && r0 >= 0, "t2_logprob_bwd(shape)");
-    if (v % 8 == 0 && ((uintptr_t)logits & 15u) == 0)
+    if (v % 8 == 0 && aligned16(logits))
         logprob_bwd_kernel<true><<<rows, LP_THREADS>>>((bf16 *)logits, row_lse, logp, dlogp, tokens, child_off,
                                                        child_idx, r0, v);
     else

@@ -38,18 +38,6 @@ __device__ __forceinline__ uint4 ld8f(const float *p) {
 }
 __device__ __forceinline__ void st8(bf16 *p, const uint4 &u) { *reinterpret_cast<uint4 *>(p) = u; }
 
-/* resident_blocks: how many blocks of kernel (NORM_THREADS threads, smem dynamic bytes) the device
- * runs at once: the grid of a grid-stride kernel that keeps its per-thread state (weights, gradient
- * partials) for as many rows as possible. */
-template <typename Kernel>
-static cudaError_t resident_blocks(Kernel kernel, size_t smem, int *blocks) {
-    int dev = 0, sms = 0, per = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernel, NORM_THREADS, smem);
-    *blocks = sms * (per > 0 ? per : 1);
-    return e;
-}
 
 /* ------------------------------------------------------------------------------------------------ */
 /* RMSNorm, 16-byte paths. A row group of G warps (32·G threads) handles one row at a time; a block
@@ -203,7 +191,7 @@ template <int G, int K>
 static t2_status rmsnorm_fwd_launch(bf16 *out, bf16 *resid_out, float *rstd, const bf16 *x, const bf16 *delta,
                                     const bf16 *w, int n, int c, float eps) {
     int grid = 0;
-    T2_CUDA(resident_blocks(rmsnorm_fwd_vec<G, K>, 0, &grid));
+    T2_CUDA(resident_blocks(rmsnorm_fwd_vec<G, K>, NORM_THREADS, 0, &grid));
     grid = grid < ceil_div(n, NORM_WARPS / G) ? grid : ceil_div(n, NORM_WARPS / G);
     rmsnorm_fwd_vec<G, K><<<grid, NORM_THREADS>>>(out, resid_out, rstd, x, delta, w, n, c, eps);
     T2_LAUNCHED("rmsnorm_fwd_vec");
@@ -358,7 +346,7 @@ static t2_status rmsnorm_bwd_launch(float *dresid, bf16 *dresid_bf16, float *dw,
                                     const float *rstd, const bf16 *w, int n, int c) {
     const size_t smem = (size_t)c * sizeof(float); /* ≤ 32 KiB: c ≤ 8192 here */
     int grid = 0;
-    T2_CUDA(resident_blocks(rmsnorm_bwd_vec<G, K>, smem, &grid));
+    T2_CUDA(resident_blocks(rmsnorm_bwd_vec<G, K>, NORM_THREADS, smem, &grid));
     grid = grid < ceil_div(n, NORM_WARPS / G) ? grid : ceil_div(n, NORM_WARPS / G);
     rmsnorm_bwd_vec<G, K><<<grid, NORM_THREADS, smem>>>(dresid, dresid_bf16, dw, dout, x, rstd, w, n, c);
     T2_LAUNCHED("rmsnorm_bwd_vec");
@@ -381,7 +369,7 @@ extern "C" t2_status t2_rmsnorm_bwd(float *dresid, void *dresid_bf16, float *dw,
     if (smem > 48 * 1024)
         T2_CUDA(cudaFuncSetAttribute(rmsnorm_bwd_any, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     int grid = 0;
-    T2_CUDA(resident_blocks(rmsnorm_bwd_any, smem, &grid));
+    T2_CUDA(resident_blocks(rmsnorm_bwd_any, NORM_THREADS, smem, &grid));
     grid = grid < n ? grid : n;
     rmsnorm_bwd_any<<<grid, NORM_THREADS, smem>>>(dresid, gb, dw, dy, xx, rstd, ww, n, c);
     T2_LAUNCHED("rmsnorm_bwd_any");
@@ -564,7 +552,7 @@ static t2_status qknorm_rope_fwd_launch(bf16 *qout, bf16 *kout, float *rstd_q, f
                                         const bf16 *qw, const bf16 *kw, const int32_t *positions, int n, int nh,
                                         int nkv, float eps, float theta) {
     int grid = 0;
-    T2_CUDA(resident_blocks(qknorm_rope_fwd_vec<P>, 0, &grid));
+    T2_CUDA(resident_blocks(qknorm_rope_fwd_vec<P>, NORM_THREADS, 0, &grid));
     grid = grid < ceil_div(n, NORM_WARPS) ? grid : ceil_div(n, NORM_WARPS);
     qknorm_rope_fwd_vec<P><<<grid, NORM_THREADS>>>(qout, kout, rstd_q, rstd_k, qkv, qw, kw, positions, n, nh, nkv, eps,
                                                    theta);
@@ -793,7 +781,7 @@ static t2_status qknorm_rope_bwd_launch(bf16 *dqkv, float *dqw, float *dkw, cons
                                         const bf16 *kw, const int32_t *positions, int n, int nh, int nkv,
                                         float theta) {
     int grid = 0;
-    T2_CUDA(resident_blocks(qknorm_rope_bwd_vec<P>, 0, &grid));
+    T2_CUDA(resident_blocks(qknorm_rope_bwd_vec<P>, NORM_THREADS, 0, &grid));
     grid = grid < ceil_div(2L * n, NORM_WARPS) ? grid : ceil_div(2L * n, NORM_WARPS);
     qknorm_rope_bwd_vec<P><<<grid, NORM_THREADS>>>(dqkv, dqw, dkw, dq, dk, qkv, rstd_q, rstd_k, qw, kw, positions, n,
                                                    nh, nkv, theta);

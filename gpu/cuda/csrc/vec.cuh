@@ -1,7 +1,8 @@
 /*
- * vec.cuh: 16-byte vectors of 8 bf16 for the memory-bound kernels (norm.cu, elementwise.cu,
- * logprob.cu, adamw.cu), which move 8 elements per load or store to run at DRAM bandwidth.
- * Element 0 sits in the low half of .x; packing rounds to nearest even, as __float2bfloat16 does.
+ * vec.cuh: what the memory-bound kernels (norm.cu, elementwise.cu, logprob.cu, adamw.cu) share to
+ * run at DRAM bandwidth: 16-byte vectors of 8 bf16 (element 0 in the low half of .x; packing rounds
+ * to nearest even, as __float2bfloat16 does), the alignment test that picks the vector paths, and
+ * the size of a resident grid for grid-stride kernels.
  */
 #pragma once
 #include "common.cuh"
@@ -26,3 +27,16 @@ __device__ __forceinline__ uint4 pack8(const float f[8]) {
 
 /* aligned16: whether a 16-byte vector access at p is legal (NULL counts as aligned). */
 static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* resident_blocks: how many blocks of kernel (threads per block, smem dynamic bytes) the device
+ * runs at once: the grid of a grid-stride kernel that keeps per-thread state (weights, gradient
+ * partials) over as many rows as possible, with no tail wave. */
+template <typename Kernel>
+static cudaError_t resident_blocks(Kernel kernel, int threads, size_t smem, int *blocks) {
+    int dev = 0, sms = 0, per = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernel, threads, smem);
+    *blocks = sms * (per > 0 ? per : 1);
+    return e;
+}
