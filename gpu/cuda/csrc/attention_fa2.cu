@@ -110,6 +110,43 @@ __device__ __forceinline__ void load_rows(bf16 *dst, const bf16 *src, int stride
     }
 }
 
+/* The two warp-level tile products of the backward kernels, one 16-row m-tile each:
+ *   mma_rows_bt: c[BN/8] = A[row0, row0+16) · Bᵀ over d (A and B are D-wide shared tiles; B has
+ *                BN rows), e.g. Sᵀ = K·Qᵀ; c must be zeroed by the caller;
+ *   mma_c_b:     acc[D/8] += C · B, where C (16 × BN) is the C fragments c[BN/8] of an earlier
+ *                product, repacked as A operands, and B a [BN][D] shared tile, e.g. dV += Pᵀ·dO. */
+template <int D>
+__device__ __forceinline__ void mma_rows_bt(float c[BN / 8][4], const bf16 *A, int row0, const bf16 *B, int lane) {
+#pragma unroll
+    for (int kc = 0; kc < D / 16; ++kc) {
+        uint32_t a[4];
+        ldsm_x4(a, a_addr<D>(A, row0, kc * 16, lane));
+#pragma unroll
+        for (int np = 0; np < BN / 16; ++np) {
+            uint32_t b[4];
+            ldsm_x4(b, bn_addr<D>(B, np * 16, kc * 16, lane));
+            mma(c[2 * np], a, b[0], b[1]);
+            mma(c[2 * np + 1], a, b[2], b[3]);
+        }
+    }
+}
+
+template <int D>
+__device__ __forceinline__ void mma_c_b(float acc[D / 8][4], float c[BN / 8][4], const bf16 *B, int lane) {
+#pragma unroll
+    for (int kc = 0; kc < BN / 16; ++kc) {
+        uint32_t a[4];
+        c_to_a(a, c[2 * kc], c[2 * kc + 1]);
+#pragma unroll
+        for (int dpair = 0; dpair < D / 16; ++dpair) {
+            uint32_t b[4];
+            ldsm_x4_t(b, bt_addr<D>(B, kc * 16, dpair * 16, lane));
+            mma(acc[2 * dpair], a, b[0], b[1]);
+            mma(acc[2 * dpair + 1], a, b[2], b[3]);
+        }
+    }
+}
+
 /* p[0..3] += v atomically (p 16-byte aligned): one vector reduction on Hopper with CUDA ≥ 13, whose
  * headers declare atomicAdd(float4 *, float4) for sm_90; four scalar ones otherwise. */
 __device__ __forceinline__ void red_add4(float *p, float4 v) {
@@ -422,18 +459,7 @@ __global__ void __launch_bounds__(NW * 32, 2) fa2_bwd_dq_kernel(float *dq, const
                 }
             }
             /* dQ += dS · K */
-#pragma unroll
-            for (int kc = 0; kc < BN / 16; ++kc) {
-                uint32_t a[4];
-                c_to_a(a, s[2 * kc], s[2 * kc + 1]);
-#pragma unroll
-                for (int dpair = 0; dpair < D / 16; ++dpair) {
-                    uint32_t b[4];
-                    ldsm_x4_t(b, bt_addr<D>(cK, kc * 16, dpair * 16, lane));
-                    mma(acc[2 * dpair], a, b[0], b[1]);
-                    mma(acc[2 * dpair + 1], a, b[2], b[3]);
-                }
-            }
+            mma_c_b<D>(acc, s, cK, lane);
         }
         kb = nkb;
         st ^= 1;
@@ -570,18 +596,7 @@ __global__ void __launch_bounds__(NW * 32, 1) fa2_bwd_dkdv_kernel(bf16 *dk, int 
             float s[BN / 8][4];
 #pragma unroll
             for (int t = 0; t < BN / 8; ++t) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.f;
-#pragma unroll
-            for (int kc = 0; kc < D / 16; ++kc) {
-                uint32_t a[4];
-                ldsm_x4(a, a_addr<D>(sK, wk, kc * 16, lane));
-#pragma unroll
-                for (int np = 0; np < BN / 16; ++np) {
-                    uint32_t b[4];
-                    ldsm_x4(b, bn_addr<D>(cQ, np * 16, kc * 16, lane));
-                    mma(s[2 * np], a, b[0], b[1]);
-                    mma(s[2 * np + 1], a, b[2], b[3]);
-                }
-            }
+            mma_rows_bt<D>(s, sK, wk, cQ, lane);
             /* Pᵀ: rows are keys (ja, jb), columns queries */
 #pragma unroll
             for (int t = 0; t < BN / 8; ++t) {
@@ -596,34 +611,12 @@ __global__ void __launch_bounds__(NW * 32, 1) fa2_bwd_dkdv_kernel(bf16 *dk, int 
                 }
             }
             /* dV += Pᵀ · dO */
-#pragma unroll
-            for (int kc = 0; kc < BN / 16; ++kc) {
-                uint32_t a[4];
-                c_to_a(a, s[2 * kc], s[2 * kc + 1]);
-#pragma unroll
-                for (int dpair = 0; dpair < D / 16; ++dpair) {
-                    uint32_t b[4];
-                    ldsm_x4_t(b, bt_addr<D>(cdO, kc * 16, dpair * 16, lane));
-                    mma(av[2 * dpair], a, b[0], b[1]);
-                    mma(av[2 * dpair + 1], a, b[2], b[3]);
-                }
-            }
+            mma_c_b<D>(av, s, cdO, lane);
             /* dPᵀ = V · dOᵀ */
             float dp[BN / 8][4];
 #pragma unroll
             for (int t = 0; t < BN / 8; ++t) dp[t][0] = dp[t][1] = dp[t][2] = dp[t][3] = 0.f;
-#pragma unroll
-            for (int kc = 0; kc < D / 16; ++kc) {
-                uint32_t a[4];
-                ldsm_x4(a, a_addr<D>(sV, wk, kc * 16, lane));
-#pragma unroll
-                for (int np = 0; np < BN / 16; ++np) {
-                    uint32_t b[4];
-                    ldsm_x4(b, bn_addr<D>(cdO, np * 16, kc * 16, lane));
-                    mma(dp[2 * np], a, b[0], b[1]);
-                    mma(dp[2 * np + 1], a, b[2], b[3]);
-                }
-            }
+            mma_rows_bt<D>(dp, sV, wk, cdO, lane);
             /* dSᵀ = Pᵀ ∘ (dPᵀ − Di) · scale, into dp */
 #pragma unroll
             for (int t = 0; t < BN / 8; ++t) {
@@ -634,18 +627,7 @@ __global__ void __launch_bounds__(NW * 32, 1) fa2_bwd_dkdv_kernel(bf16 *dk, int 
                 }
             }
             /* dK += dSᵀ · Q */
-#pragma unroll
-            for (int kc = 0; kc < BN / 16; ++kc) {
-                uint32_t a[4];
-                c_to_a(a, dp[2 * kc], dp[2 * kc + 1]);
-#pragma unroll
-                for (int dpair = 0; dpair < D / 16; ++dpair) {
-                    uint32_t b[4];
-                    ldsm_x4_t(b, bt_addr<D>(cQ, kc * 16, dpair * 16, lane));
-                    mma(ak[2 * dpair], a, b[0], b[1]);
-                    mma(ak[2 * dpair + 1], a, b[2], b[3]);
-                }
-            }
+            mma_c_b<D>(ak, dp, cQ, lane);
             if constexpr (ATOMIC_DQ) { /* this warp's dSᵀ rows (its 16 keys × the tile's 64 queries) */
 #pragma unroll
                 for (int t = 0; t < BN / 8; ++t) {
