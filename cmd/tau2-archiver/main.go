@@ -10,9 +10,9 @@ import (
 
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/consumers/archiver"
-	tkafka "tau2rl/consumers/kafka"
-	"tau2rl/consumers/kafka/embedded"
 	"tau2rl/consumers/release"
+	"tau2rl/lib/stream/embedded"
+	tkafka "tau2rl/lib/stream/kafka"
 )
 
 const usage = `tau2-archiver — archive scored trajectories from Kafka into a Parquet dataset

@@ -6,8 +6,8 @@ import (
 
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/consumers/archiver"
-	tkafka "tau2rl/consumers/kafka"
 	"tau2rl/consumers/release"
+	tkafka "tau2rl/lib/stream/kafka"
 )
 
 // TestOverrides checks the keys tau2-run and the docs use.

@@ -1,5 +1,5 @@
 // Command tau2-broker runs the embedded Kafka-protocol broker (franz-go's
-// kfake, see consumers/kafka/embedded) as a standalone process on loopback,
+// kfake, see lib/stream/embedded) as a standalone process on loopback,
 // for development and `make run`.
 //
 // It is NOT a production broker: one process, no replication, no security,
@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"tau2rl/cmd/internal/cli"
-	tkafka "tau2rl/consumers/kafka"
-	"tau2rl/consumers/kafka/embedded"
+	"tau2rl/lib/stream/embedded"
+	tkafka "tau2rl/lib/stream/kafka"
 )
 
 const usage = `tau2-broker — embedded Kafka-protocol broker for development (NOT for production)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"tau2rl/cmd/internal/cli"
-	tkafka "tau2rl/consumers/kafka"
+	tkafka "tau2rl/lib/stream/kafka"
 )
 
 func TestBrokerServesAndCreatesTopics(t *testing.T) {

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"tau2rl/cmd/internal/cli"
-	"tau2rl/producers/llm"
-	"tau2rl/producers/tau2/data"
-	"tau2rl/producers/tau2/evaluator"
+	"tau2rl/lib/inference/llm"
+	"tau2rl/lib/tau2/data"
+	"tau2rl/lib/tau2/evaluator"
 )
 
 func init() {

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"tau2rl/cmd/internal/cli"
-	"tau2rl/producers/tau2/data"
+	"tau2rl/lib/tau2/data"
 )
 
 func TestSplitArgs(t *testing.T) {

@@ -15,10 +15,10 @@ import (
 	"strings"
 
 	// The τ² domains grading can build.
-	_ "tau2rl/producers/tau2/airline"
-	_ "tau2rl/producers/tau2/mock"
-	_ "tau2rl/producers/tau2/retail"
-	_ "tau2rl/producers/tau2/telecom"
+	_ "tau2rl/lib/tau2/airline"
+	_ "tau2rl/lib/tau2/mock"
+	_ "tau2rl/lib/tau2/retail"
+	_ "tau2rl/lib/tau2/telecom"
 )
 
 // command is one sub-command: main hands it the arguments after its name.

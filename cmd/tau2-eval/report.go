@@ -10,7 +10,7 @@ import (
 
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/consumers/dataset"
-	"tau2rl/producers/tau2/evaluator"
+	"tau2rl/lib/tau2/evaluator"
 	"tau2rl/schemas"
 )
 

@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"tau2rl/cmd/internal/cli"
-	"tau2rl/producers/episode"
+	"tau2rl/lib/tau2/data"
+	"tau2rl/lib/tau2/env"
+	"tau2rl/lib/tau2/episode"
+	"tau2rl/lib/tau2/evaluator"
+	"tau2rl/lib/tau2/evaluator/goldgen"
+	"tau2rl/lib/tau2/pyjson"
 	"tau2rl/producers/rollout"
-	"tau2rl/producers/tau2/data"
-	"tau2rl/producers/tau2/env"
-	"tau2rl/producers/tau2/evaluator"
-	"tau2rl/producers/tau2/evaluator/goldgen"
-	"tau2rl/producers/tau2/pyjson"
 	"tau2rl/schemas"
 )
 

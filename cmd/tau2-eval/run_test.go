@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"tau2rl/producers/tokenizer/tokenizertest"
+	"tau2rl/lib/inference/tokenizer/tokenizertest"
 	"testing"
 	"time"
 
@@ -15,12 +15,12 @@ import (
 
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/consumers/dataset"
-	"tau2rl/producers/llm"
-	"tau2rl/producers/llmtest"
+	"tau2rl/lib/inference/llm"
+	"tau2rl/lib/inference/llmtest"
+	"tau2rl/lib/tau2/data"
+	"tau2rl/lib/tau2/evaluator"
 	"tau2rl/producers/rollout"
 	"tau2rl/producers/scripted"
-	"tau2rl/producers/tau2/data"
-	"tau2rl/producers/tau2/evaluator"
 	"tau2rl/schemas"
 )
 

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"tau2rl/cmd/internal/cli"
-	"tau2rl/producers/tau2/data"
-	"tau2rl/producers/tau2/evaluator/goldgen"
+	"tau2rl/lib/tau2/data"
+	"tau2rl/lib/tau2/evaluator/goldgen"
 )
 
 func init() {

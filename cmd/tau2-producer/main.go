@@ -1,7 +1,7 @@
 // Command tau2-producer runs τ²-bench episodes for rollout requests and
 // publishes scored trajectories to Kafka (mode tau2), or publishes SYNTHETIC
 // load (mode synthetic). It is wiring only: the work is in producers/rollout
-// (service), producers/episode (orchestrator) and producers/synthetic.
+// (service), lib/tau2/episode (orchestrator) and producers/synthetic.
 package main
 
 import (
@@ -12,8 +12,8 @@ import (
 	"sync"
 
 	"tau2rl/cmd/internal/cli"
-	tkafka "tau2rl/consumers/kafka"
-	"tau2rl/consumers/kafka/embedded"
+	"tau2rl/lib/stream/embedded"
+	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/producers/rollout"
 	"tau2rl/producers/synthetic"
 )

@@ -7,9 +7,9 @@ import (
 	"fmt"
 
 	"tau2rl/cmd/internal/cli"
-	"tau2rl/consumers/kafka"
-	"tau2rl/consumers/kafka/embedded"
 	"tau2rl/consumers/replay"
+	"tau2rl/lib/stream/embedded"
+	"tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
 )
 
@@ -69,7 +69,7 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
 	return nil
 }
 
-// batchPublisher adapts consumers/kafka's Writer to replay.Publisher: Publish buffers, Flush
+// batchPublisher adapts lib/stream/kafka's Writer to replay.Publisher: Publish buffers, Flush
 // sends the buffer in one acknowledged produce round trip (replay flushes every flush_every
 // messages and before each rate-limit sleep).
 type batchPublisher struct {

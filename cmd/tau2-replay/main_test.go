@@ -12,9 +12,9 @@ import (
 
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/consumers/dataset"
-	"tau2rl/consumers/kafka"
-	"tau2rl/consumers/kafka/embedded"
 	"tau2rl/consumers/replay"
+	"tau2rl/lib/stream/embedded"
+	"tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
 )
 

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"tau2rl/cmd/internal/cli"
-	"tau2rl/producers/tau2/data"
+	"tau2rl/lib/tau2/data"
 )
 
 const usage = `tau2-run — run the whole tau2rl pipeline locally (what 'make run' does)

@@ -1,5 +1,5 @@
 // Command tau2-scripted-llm serves the SCRIPTED policy and user simulator
-// (producers/scripted behind producers/llmtest's OpenAI-compatible server) on
+// (producers/scripted behind lib/inference/llmtest's OpenAI-compatible server) on
 // an address, for `make run` and local development without a GPU. It speaks
 // SGLang's /generate, vLLM's /v1/completions and OpenAI chat completions,
 // and accepts weight reloads (it only records the version). It is not a
@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"tau2rl/cmd/internal/cli"
-	"tau2rl/producers/episode"
-	"tau2rl/producers/llmtest"
+	"tau2rl/lib/inference/llmtest"
+	"tau2rl/lib/tau2/episode"
 	"tau2rl/producers/rollout"
 	"tau2rl/producers/scripted"
 )

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	tkafka "tau2rl/consumers/kafka"
-	"tau2rl/consumers/kafka/embedded"
 	"tau2rl/gpu"
+	"tau2rl/lib/stream/embedded"
+	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
 	"tau2rl/trainer/checkpoint"
 	"tau2rl/trainer/trajtest"

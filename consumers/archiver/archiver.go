@@ -11,7 +11,7 @@ import (
 	"sort"
 	"time"
 
-	tkafka "tau2rl/consumers/kafka"
+	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
 )
 

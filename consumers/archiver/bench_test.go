@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"tau2rl/consumers/archiver"
-	tkafka "tau2rl/consumers/kafka"
+	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/producers/synthetic"
 	"tau2rl/schemas"
 )

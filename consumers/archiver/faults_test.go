@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"tau2rl/consumers/archiver"
-	tkafka "tau2rl/consumers/kafka"
+	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
 )
 

@@ -18,8 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"tau2rl/consumers/archiver"
-	tkafka "tau2rl/consumers/kafka"
-	"tau2rl/consumers/kafka/embedded"
+	"tau2rl/lib/stream/embedded"
+	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
 )
 

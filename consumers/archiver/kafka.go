@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	tkafka "tau2rl/consumers/kafka"
+	tkafka "tau2rl/lib/stream/kafka"
 )
 
 // closingSource is the group reader that also closes the dead-letter writer

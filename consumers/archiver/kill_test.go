@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"tau2rl/consumers/archiver"
-	tkafka "tau2rl/consumers/kafka"
+	tkafka "tau2rl/lib/stream/kafka"
 )
 
 // Environment of the child process of TestArchiverKilledAndRestarted.

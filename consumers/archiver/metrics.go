@@ -1,14 +1,14 @@
 package archiver
 
 import (
-	tkafka "tau2rl/consumers/kafka"
+	tkafka "tau2rl/lib/stream/kafka"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Metrics are the archiver's Prometheus series. Transport-level series
 // (bytes in, consumer lag, commit latency per topic) come from
-// consumers/kafka's Metrics on the same registry.
+// lib/stream/kafka's Metrics on the same registry.
 type Metrics struct {
 	// Messages counts fetched messages by outcome: archived, duplicate
 	// (every row already archived), dead_letter.

@@ -20,7 +20,7 @@ import (
 
 // Publisher is where replayed messages go. Publish must not return before the message is durably
 // accepted (or buffered for Flush); Flush waits for everything published so far. The main wires
-// consumers/kafka's writer; tests use an in-memory one.
+// lib/stream/kafka's writer; tests use an in-memory one.
 type Publisher interface {
 	Publish(ctx context.Context, key string, value []byte, headers map[string]string) error
 	Flush(ctx context.Context) error

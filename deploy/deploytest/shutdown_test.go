@@ -16,10 +16,10 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"tau2rl/consumers/dataset"
-	tkafka "tau2rl/consumers/kafka"
-	"tau2rl/producers/episode"
-	"tau2rl/producers/tau2/data"
-	"tau2rl/producers/tokenizer"
+	"tau2rl/lib/inference/tokenizer"
+	tkafka "tau2rl/lib/stream/kafka"
+	"tau2rl/lib/tau2/data"
+	"tau2rl/lib/tau2/episode"
 	"tau2rl/schemas"
 	"tau2rl/trainer/kafkaio"
 )

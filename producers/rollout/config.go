@@ -7,9 +7,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"tau2rl/producers/chattemplate"
-	"tau2rl/producers/episode"
-	"tau2rl/producers/llm"
+	"tau2rl/lib/inference/chattemplate"
+	"tau2rl/lib/inference/llm"
+	"tau2rl/lib/tau2/episode"
 	"tau2rl/producers/shaping"
 )
 

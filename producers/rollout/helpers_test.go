@@ -3,18 +3,18 @@ package rollout_test
 import (
 	"context"
 	"sync"
-	"tau2rl/producers/tokenizer/tokenizertest"
+	"tau2rl/lib/inference/tokenizer/tokenizertest"
 	"testing"
 	"time"
 
-	tkafka "tau2rl/consumers/kafka"
-	"tau2rl/consumers/kafka/embedded"
-	"tau2rl/producers/llm"
-	"tau2rl/producers/llmtest"
+	"tau2rl/lib/inference/llm"
+	"tau2rl/lib/inference/llmtest"
+	"tau2rl/lib/inference/tokenizer"
+	"tau2rl/lib/stream/embedded"
+	tkafka "tau2rl/lib/stream/kafka"
+	"tau2rl/lib/tau2/data"
 	"tau2rl/producers/rollout"
 	"tau2rl/producers/scripted"
-	"tau2rl/producers/tau2/data"
-	"tau2rl/producers/tokenizer"
 	"tau2rl/schemas"
 )
 

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	tkafka "tau2rl/consumers/kafka"
+	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
 )
 

@@ -7,8 +7,8 @@ import (
 )
 
 // Metrics are the producer's Prometheus series (tau2rl_producer_*). LLM
-// client series are producers/llm's (tau2rl_llm_*), Kafka's are
-// consumers/kafka's (tau2rl_kafka_*).
+// client series are lib/inference/llm's (tau2rl_llm_*), Kafka's are
+// lib/stream/kafka's (tau2rl_kafka_*).
 type Metrics struct {
 	EpisodesStarted  *prometheus.CounterVec   // domain
 	EpisodesFinished *prometheus.CounterVec   // domain, status, termination

@@ -8,11 +8,11 @@ import (
 
 	"tau2rl/consumers/archiver"
 	"tau2rl/consumers/dataset"
-	tkafka "tau2rl/consumers/kafka"
-	"tau2rl/producers/episode"
+	tkafka "tau2rl/lib/stream/kafka"
+	"tau2rl/lib/tau2/data"
+	"tau2rl/lib/tau2/env"
+	"tau2rl/lib/tau2/episode"
 	"tau2rl/producers/rollout"
-	"tau2rl/producers/tau2/data"
-	"tau2rl/producers/tau2/env"
 	"tau2rl/schemas"
 )
 

@@ -8,12 +8,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"tau2rl/producers/chattemplate"
-	"tau2rl/producers/episode"
-	"tau2rl/producers/llm"
+	"tau2rl/lib/inference/chattemplate"
+	"tau2rl/lib/inference/llm"
+	"tau2rl/lib/inference/tokenizer"
+	"tau2rl/lib/tau2/episode"
+	"tau2rl/lib/tau2/evaluator"
 	"tau2rl/producers/shaping"
-	"tau2rl/producers/tau2/evaluator"
-	"tau2rl/producers/tokenizer"
 )
 
 // Runners builds and caches one episode.Runner per domain, all sharing the

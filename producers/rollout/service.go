@@ -1,6 +1,6 @@
 // Package rollout is the rollout-producer service behind tau2-producer: it
 // takes rollout requests from Kafka in the consumer group "producers", runs
-// each request's group of τ² episodes (producers/episode) concurrently,
+// each request's group of τ² episodes (lib/tau2/episode) concurrently,
 // shapes their rewards (producers/shaping) and publishes the scored
 // trajectories, then commits the request.
 //
@@ -39,10 +39,10 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
-	tkafka "tau2rl/consumers/kafka"
-	"tau2rl/producers/episode"
+	tkafka "tau2rl/lib/stream/kafka"
+	"tau2rl/lib/tau2/data"
+	"tau2rl/lib/tau2/episode"
 	"tau2rl/producers/shaping"
-	"tau2rl/producers/tau2/data"
 	"tau2rl/schemas"
 )
 

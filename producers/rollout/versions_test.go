@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	tkafka "tau2rl/consumers/kafka"
+	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/producers/rollout"
 	"tau2rl/schemas"
 )

@@ -1,7 +1,7 @@
 // Package scripted is a SCRIPTED stand-in for the policy and the user
 // simulator, for tests, benchmarks and `make run` without a GPU: an
 // llmtest.Script that plays a τ² task's gold actions as the agent and the
-// task's scenario as the user, behind producers/llmtest's real
+// task's scenario as the user, behind lib/inference/llmtest's real
 // OpenAI-compatible HTTP server (chat completions with tools, SGLang
 // /generate and vLLM /v1/completions in token mode).
 //
@@ -66,12 +66,12 @@ import (
 	"regexp"
 	"strings"
 
-	"tau2rl/producers/chattemplate"
-	"tau2rl/producers/episode"
-	"tau2rl/producers/llmtest"
-	"tau2rl/producers/tau2/data"
-	"tau2rl/producers/tau2/env"
-	"tau2rl/producers/tau2/pyjson"
+	"tau2rl/lib/inference/chattemplate"
+	"tau2rl/lib/inference/llmtest"
+	"tau2rl/lib/tau2/data"
+	"tau2rl/lib/tau2/env"
+	"tau2rl/lib/tau2/episode"
+	"tau2rl/lib/tau2/pyjson"
 )
 
 // Error kinds.

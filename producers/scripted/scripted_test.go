@@ -5,11 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	"tau2rl/producers/chattemplate"
-	"tau2rl/producers/episode"
-	"tau2rl/producers/llmtest"
-	"tau2rl/producers/tau2/data"
-	"tau2rl/producers/tau2/env"
+	"tau2rl/lib/inference/chattemplate"
+	"tau2rl/lib/inference/llmtest"
+	"tau2rl/lib/tau2/data"
+	"tau2rl/lib/tau2/env"
+	"tau2rl/lib/tau2/episode"
 )
 
 func newScript(t *testing.T, rate float64, kinds ...string) *Script {

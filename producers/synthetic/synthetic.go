@@ -21,7 +21,7 @@ import (
 )
 
 // Publisher sends framed messages and returns once they are acknowledged.
-// *kafka.Writer (consumers/kafka) implements it.
+// *kafka.Writer (lib/stream/kafka) implements it.
 type Publisher interface {
 	PublishFramed(ctx context.Context, msgs ...schemas.Framed) error
 }

@@ -1,4 +1,4 @@
-// Package kafkaio connects the trainer loop (trainer/step) to Kafka through consumers/kafka:
+// Package kafkaio connects the trainer loop (trainer/step) to Kafka through lib/stream/kafka:
 // a Source over the scored-trajectories topic (consumer group "trainer") that dead-letters what
 // it cannot decode, and a Publisher for rollout requests and policy versions.
 package kafkaio
@@ -7,7 +7,7 @@ import (
 	"context"
 	"fmt"
 
-	tkafka "tau2rl/consumers/kafka"
+	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
 	"tau2rl/trainer/offsets"
 	"tau2rl/trainer/step"

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	tkafka "tau2rl/consumers/kafka"
-	"tau2rl/consumers/kafka/embedded"
 	"tau2rl/gpu"
 	"tau2rl/gpu/cpu"
+	"tau2rl/lib/stream/embedded"
+	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
 	"tau2rl/trainer/admission"
 	"tau2rl/trainer/kafkaio"

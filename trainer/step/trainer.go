@@ -39,7 +39,7 @@ type Message struct {
 	Offset       int64
 }
 
-// Source delivers trajectories and commits offsets (consumers/kafka in production).
+// Source delivers trajectories and commits offsets (lib/stream/kafka in production).
 type Source interface {
 	// Next blocks until a message is available or ctx ends.
 	Next(ctx context.Context) (Message, error)
@@ -48,7 +48,7 @@ type Source interface {
 }
 
 // Reloader tells the inference servers to load a checkpoint (SGLang /update_weights_from_disk,
-// the vLLM equivalent, or a no-op). It matches producers/llm's reloaders.
+// the vLLM equivalent, or a no-op). It matches lib/inference/llm's reloaders.
 type Reloader interface {
 	LoadWeights(ctx context.Context, path string, version int64) error
 }

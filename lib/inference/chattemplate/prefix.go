@@ -1,0 +1,93 @@
+package chattemplate
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"tau2rl/lib/inference/tokenizer"
+)
+
+// incrementalHeadroom is the capacity, in tokens, reserved beyond the first
+// prompt of a history started from a Prefix, so that an episode's
+// completions and turns grow the slice in place instead of re-copying the
+// (typically ~7k-token) prompt at every doubling.
+const incrementalHeadroom = 4096
+
+// Prefix is the tokenized start of a conversation that many episodes share:
+// the system turn (with its "# Tools" block) and any fixed messages after it
+// (the agent's greeting), rendered without a generation prompt, so that the
+// text ends with "<|im_end|>\n". Tokenizing it once and starting every
+// episode's Incremental history from it (NewIncremental) saves tokenizing
+// τ²'s ~7k-token system prompt per episode.
+//
+// A Prefix is immutable and safe for concurrent use; its ids are copied,
+// never modified, by the histories started from it.
+type Prefix struct {
+	tmpl base // tok, opts (with the generation prompt), imEnd, stops, msgs: the initial messages
+	ids  []int32
+}
+
+// NewPrefix renders initial with the template (opts.AddGenerationPrompt is
+// ignored: the prefix never ends with a generation prompt) and tokenizes it.
+// The rendering must end with a closed turn, "<|im_end|>\n"; an empty
+// conversation without tools renders nothing and is refused.
+func NewPrefix(tok *tokenizer.Tokenizer, initial []Message, opts Options) (*Prefix, error) {
+	opts.AddGenerationPrompt = false
+	text, err := Render(initial, opts)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.HasSuffix(text, IMEnd+"\n") {
+		return nil, fmt.Errorf("chattemplate: prefix of %d messages does not end with a closed turn (%s)", len(initial), IMEnd)
+	}
+	opts.AddGenerationPrompt = true
+	b, err := newBase(tok, opts)
+	if err != nil {
+		return nil, err
+	}
+	b.msgs = slices.Clone(initial)
+	return &Prefix{tmpl: *b, ids: tok.Encode(text)}, nil
+}
+
+// IDs returns the prefix's token ids. The slice must not be modified.
+func (p *Prefix) IDs() []int32 { return p.ids[:len(p.ids):len(p.ids)] }
+
+// NewIncremental starts a token-exact Incremental history from a cached
+// prefix: its first prompt is the prefix's ids followed by first (the
+// episode's own opening turns, possibly none) rendered as AddMessages
+// renders turns, and the generation prompt. The ids equal those of
+// New(ModeIncremental, tok, initial+first, opts) for the same conversation:
+// the prefix ends right before an <|im_start|> added token, where the
+// tokenizer splits the text before BPE, so tokenizing the two parts
+// separately gives the ids of the whole (prefix_test.go checks it).
+//
+// A leading tool result in first is refused when the prefix ends with one:
+// the template would group the two into one user turn, which the closed
+// prefix can no longer do.
+func NewIncremental(p *Prefix, first []Message) (*Incremental, error) {
+	if p == nil {
+		return nil, fmt.Errorf("chattemplate: nil prefix")
+	}
+	for i, m := range first {
+		switch m.Role {
+		case RoleSystem, RoleUser, RoleAssistant, RoleTool:
+		default:
+			return nil, fmt.Errorf("chattemplate: first message %d: role %q is not rendered by the Qwen3 template", i, m.Role)
+		}
+	}
+	if n := len(p.tmpl.msgs); n > 0 && len(first) > 0 && p.tmpl.msgs[n-1].Role == RoleTool && first[0].Role == RoleTool {
+		return nil, fmt.Errorf("chattemplate: first message is a tool result following the prefix's tool result; the template would group them")
+	}
+	delta, err := RenderDelta(first, p.tmpl.opts)
+	if err != nil {
+		return nil, err
+	}
+	b := p.tmpl
+	b.msgs = make([]Message, 0, len(p.tmpl.msgs)+len(first)+16)
+	b.msgs = append(append(b.msgs, p.tmpl.msgs...), first...)
+	ids := make([]int32, len(p.ids), len(p.ids)+incrementalHeadroom)
+	copy(ids, p.ids)
+	ids = b.tok.AppendEncode(ids, delta[1:]) // without the "\n" that follows <|im_end|>: the prefix has it
+	return &Incremental{base: &b, ids: ids}, nil
+}

@@ -1,0 +1,182 @@
+// Package embedded runs a Kafka-protocol broker in process, on loopback, for
+// development (make run, tau2-broker) and tests. It is franz-go's kfake: a
+// faithful single-process implementation of the Kafka wire protocol with
+// consumer groups, compression, transactions and on-disk persistence, but no
+// replication, no real durability guarantees beyond the local disk, and no
+// security hardening. It is NOT a production broker; production points the
+// roles at a real Kafka cluster.
+//
+// Settings that matter for this pipeline are set here, so every caller gets
+// them: message.max.bytes raised to fit multi-MB trajectories, automatic
+// topic creation (with the configured partition count), and an optional data
+// directory so that the log and the committed group offsets survive a
+// restart on the same directory.
+//
+// Known kfake limitation (pinned version): a consumer killed while its
+// JoinGroup request is waiting for the rebalance stays in the group as a
+// ghost member that keeps its partitions — the broker arms no session timer
+// when the join response cannot be delivered, and the leader's SyncGroup
+// clears the pending-sync timeout that would otherwise remove it. Its
+// partitions are then not consumed until the broker restarts. Consumers
+// killed at any other time are expired normally after their session
+// timeout. Real Kafka does not have this problem.
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	tkafka "tau2rl/lib/stream/kafka"
+)
+
+// Config configures an embedded broker.
+type Config struct {
+	// Port is the loopback TCP port; 0 picks a free one. Default 0.
+	Port int `yaml:"port"`
+	// DataDir persists the log and group offsets across restarts; empty
+	// keeps everything in memory. Default "".
+	DataDir string `yaml:"data_dir"`
+	// MaxMessageBytes is the client-side message limit to accommodate; the
+	// broker's message.max.bytes is set with framing headroom above it.
+	// Default kafka.DefaultMaxMessageBytes (16 MiB).
+	MaxMessageBytes int `yaml:"max_message_bytes"`
+	// Partitions is the partition count of automatically created topics.
+	// Default kafka.DefaultPartitions.
+	Partitions int `yaml:"partitions"`
+	// SyncWrites fsyncs every produce batch (slower, survives power loss).
+	// Default false: data reaches disk on segment roll and clean shutdown,
+	// like Kafka's default flush policy.
+	SyncWrites bool `yaml:"sync_writes"`
+	// Topics are created at start (if absent) with Partitions partitions.
+	Topics []string `yaml:"topics"`
+	// MinSessionTimeout lowers the smallest consumer-group session timeout
+	// the broker accepts (kfake's default is 6s), so tests that kill a
+	// consumer see its partitions reassigned quickly. Default 0: kfake's.
+	MinSessionTimeout time.Duration `yaml:"min_session_timeout"`
+}
+
+// DefaultConfig returns the defaults documented on Config.
+func DefaultConfig() Config {
+	return Config{MaxMessageBytes: tkafka.DefaultMaxMessageBytes, Partitions: tkafka.DefaultPartitions}
+}
+
+// Broker is a running embedded broker.
+type Broker struct {
+	c    *kfake.Cluster
+	addr string
+	once sync.Once
+}
+
+// Start starts a broker. It fails if the port is taken or the data
+// directory cannot be used.
+func Start(cfg Config) (*Broker, error) {
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = tkafka.DefaultMaxMessageBytes
+	}
+	if cfg.Partitions <= 0 {
+		cfg.Partitions = tkafka.DefaultPartitions
+	}
+	if cfg.Port < 0 || cfg.Port > 65535 {
+		return nil, fmt.Errorf("embedded broker: port %d out of range", cfg.Port)
+	}
+	opts := []kfake.Opt{
+		kfake.NumBrokers(1),
+		kfake.Ports(cfg.Port),
+		kfake.AllowAutoTopicCreation(),
+		kfake.DefaultNumPartitions(cfg.Partitions),
+		kfake.BrokerConfigs(map[string]string{
+			"message.max.bytes": strconv.Itoa(tkafka.BrokerMessageMaxBytes(cfg.MaxMessageBytes)),
+		}),
+		kfake.ClusterID("tau2rl-embedded"),
+	}
+	if len(cfg.Topics) > 0 {
+		opts = append(opts, kfake.SeedTopics(int32(cfg.Partitions), cfg.Topics...))
+	}
+	if cfg.DataDir != "" {
+		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("embedded broker: data dir: %w", err)
+		}
+		opts = append(opts, kfake.DataDir(cfg.DataDir))
+	}
+	if cfg.MinSessionTimeout > 0 {
+		opts = append(opts, kfake.GroupMinSessionTimeout(cfg.MinSessionTimeout))
+	}
+	if cfg.SyncWrites {
+		opts = append(opts, kfake.SyncWrites())
+	}
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("embedded broker: start on 127.0.0.1:%d: %w", cfg.Port, err)
+	}
+	addrs := c.ListenAddrs()
+	if len(addrs) == 0 {
+		c.Close()
+		return nil, errors.New("embedded broker: no listener")
+	}
+	return &Broker{c: c, addr: addrs[0]}, nil
+}
+
+// Addr is the broker's host:port on loopback.
+func (b *Broker) Addr() string { return b.addr }
+
+// Port is the broker's TCP port, for restarting on the same address.
+func (b *Broker) Port() int {
+	_, p, err := net.SplitHostPort(b.addr)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// Close stops the broker, persisting its state when it has a data
+// directory. It is safe to call more than once.
+func (b *Broker) Close() {
+	b.once.Do(b.c.Close)
+}
+
+// ForConfig starts an embedded broker when cfg.Embedded is set, on the port
+// of cfg.Brokers[0] (or a free one) with cfg.EmbeddedDataDir, points
+// cfg.Brokers at it and creates the configured topics. It returns a stop function (a no-op when nothing was
+// started). Mains call it right after loading their configuration.
+func ForConfig(ctx context.Context, cfg *tkafka.Config) (stop func(), err error) {
+	if !cfg.Embedded {
+		return func() {}, nil
+	}
+	port := 0
+	if len(cfg.Brokers) > 0 {
+		_, p, err := net.SplitHostPort(cfg.Brokers[0])
+		if err != nil {
+			return nil, fmt.Errorf("embedded broker: brokers[0] %q: %w", cfg.Brokers[0], err)
+		}
+		if port, err = strconv.Atoi(p); err != nil {
+			return nil, fmt.Errorf("embedded broker: brokers[0] port %q: %w", p, err)
+		}
+	}
+	b, err := Start(Config{
+		Port:            port,
+		DataDir:         cfg.EmbeddedDataDir,
+		MaxMessageBytes: cfg.MaxMessageBytes,
+		Partitions:      cfg.Partitions,
+	})
+	if err != nil {
+		return nil, err
+	}
+	cfg.Brokers = []string{b.Addr()}
+	// Create the pipeline's topics with their settings (the policy
+	// versions topic is compacted) rather than leaving them to automatic
+	// creation.
+	if err := tkafka.EnsureTopics(ctx, *cfg); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("embedded broker: %w", err)
+	}
+	return b.Close, nil
+}

@@ -1,0 +1,77 @@
+package episode_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"tau2rl/lib/tau2/data"
+	"testing"
+
+	"tau2rl/lib/tau2/episode"
+	"tau2rl/schemas"
+)
+
+func runTask(t *testing.T, te *testEnv, split, id string) *episode.Result {
+	t.Helper()
+	set := tasks(t, te.runner.Config.Domain, split)
+	task, ok := set.Get(id)
+	if !ok {
+		t.Fatalf("no task %s", id)
+	}
+	return te.runner.Run(context.Background(), episode.Input{Task: task, Split: split, ID: "ep-" + id, Trial: 0, Seed: 7,
+		PolicyVersion: 3, Sampling: schemas.SamplingParams{Temperature: 1, MaxTokens: 1024}})
+}
+
+// TestScriptedGoldEpisodes plays gold actions without injected errors: every
+// episode must end by the user's stop and succeed, in token and chat mode.
+func TestScriptedGoldEpisodes(t *testing.T) {
+	for _, tc := range []struct {
+		domain, split string
+		n             int
+		chat          bool
+	}{
+		{"airline", "train", 6, false},
+		{"retail", "train", 4, false},
+		{"telecom", "train", 4, false},
+		{"airline", "test", 3, true},
+		{"telecom", "test", 3, true},
+	} {
+		t.Run(fmt.Sprintf("%s-%s-chat=%v", tc.domain, tc.split, tc.chat), func(t *testing.T) {
+			te := newTestEnv(t, envOpts{domain: tc.domain, chatAgent: tc.chat})
+			set := tasks(t, tc.domain, tc.split)
+			n := 0
+			for _, task := range set.Tasks {
+				if n == tc.n {
+					break
+				}
+				if c := task.EvaluationCriteria; c != nil && slices.Contains(c.RewardBasis, data.RewardNLAssertion) {
+					continue // needs the NL judge
+				}
+				n++
+				res := runTask(t, te, tc.split, task.ID)
+				if res.Infra != nil {
+					t.Fatalf("task %s: infra error %v", task.ID, res.Infra)
+				}
+				tr := res.Traj
+				if err := tr.Validate(); err != nil {
+					t.Fatal(err)
+				}
+				if tr.Termination != schemas.TerminationUserStop {
+					t.Errorf("task %s: termination %s", task.ID, tr.Termination)
+				}
+				if tr.Reward != 1 {
+					t.Errorf("task %s: reward %v, info %s", task.ID, tr.Reward, tr.RewardInfoJSON)
+					for _, m := range tr.Messages {
+						t.Logf("  %s: %q %v", m.Role, m.Content, m.ToolCalls)
+					}
+				}
+				if tc.chat != (len(tr.Calls) == 0) {
+					t.Errorf("task %s: %d calls recorded in chat=%v mode", task.ID, len(tr.Calls), tc.chat)
+				}
+				if tr.Messages[0].Content != episode.Greeting {
+					t.Errorf("first message %q", tr.Messages[0].Content)
+				}
+			}
+		})
+	}
+}
