@@ -137,11 +137,20 @@ func NewRandom(cfg gpu.Config, seed uint64, opt Options) (*Backend, error) {
 
 func alignUp(x, a int) int { return (x + a - 1) / a * a }
 
-// layout assigns offsets in gpu.ParamSpecs order (64-element aligned, except tensors fused with
-// their predecessor) and allocates the five flat buffers.
-func (b *Backend) layout() error {
+// paramLayout is the flat parameter layout shared by the trainer (Backend) and the serving
+// Decoder: offsets in gpu.ParamSpecs order, 64-element aligned, except tensors fused with their
+// predecessor (q/k/v, gate/up), which follow it contiguously.
+type paramLayout struct {
+	offs                map[string]int
+	total               int
+	embed, norm, lmHead int // lmHead == embed when tied
+	layers              []layerOffsets
+}
+
+func newParamLayout(cfg gpu.Config, specs []gpu.ParamSpec) paramLayout {
+	pl := paramLayout{offs: map[string]int{}}
 	o := 0
-	for _, s := range b.specs {
+	for _, s := range specs {
 		suffix := s.Name
 		if i := lastDot2(s.Name); i >= 0 {
 			suffix = s.Name[i:]
@@ -149,23 +158,30 @@ func (b *Backend) layout() error {
 		if !contiguous[suffix] {
 			o = alignUp(o, 64)
 		}
-		b.offs[s.Name] = o
+		pl.offs[s.Name] = o
 		o += s.Size()
 	}
-	b.total = alignUp(o, 64)
-	b.embed, b.norm = b.offs[gpu.NameEmbed], b.offs[gpu.NameNorm]
-	b.lmHead = b.embed
-	if !b.cfg.TieWordEmbeddings {
-		b.lmHead = b.offs[gpu.NameLMHead]
+	pl.total = alignUp(o, 64)
+	pl.embed, pl.norm = pl.offs[gpu.NameEmbed], pl.offs[gpu.NameNorm]
+	pl.lmHead = pl.embed
+	if !cfg.TieWordEmbeddings {
+		pl.lmHead = pl.offs[gpu.NameLMHead]
 	}
-	for l := range b.cfg.NumHiddenLayers {
-		at := func(s string) int { return b.offs[gpu.LayerName(l, s)] }
-		b.layers = append(b.layers, layerOffsets{
+	for l := range cfg.NumHiddenLayers {
+		at := func(s string) int { return pl.offs[gpu.LayerName(l, s)] }
+		pl.layers = append(pl.layers, layerOffsets{
 			ln1: at("input_layernorm.weight"), qkv: at("self_attn.q_proj.weight"),
 			qn: at("self_attn.q_norm.weight"), kn: at("self_attn.k_norm.weight"), o: at("self_attn.o_proj.weight"),
 			ln2: at("post_attention_layernorm.weight"), gu: at("mlp.gate_proj.weight"), down: at("mlp.down_proj.weight"),
 		})
 	}
+	return pl
+}
+
+// layout assigns offsets (newParamLayout) and allocates the five flat buffers.
+func (b *Backend) layout() error {
+	pl := newParamLayout(b.cfg, b.specs)
+	b.offs, b.total, b.embed, b.norm, b.lmHead, b.layers = pl.offs, pl.total, pl.embed, pl.norm, pl.lmHead, pl.layers
 	var err error
 	for _, p := range []struct {
 		dst  *dptr
