@@ -34,8 +34,13 @@ import (
 // FA2 tree-attention kernel over the step's own tokens (causal within each sequence's chunk, on the
 // tensor cores); for sequences with cached context (Start > 0) the paged kernel over positions
 // [0, Start), split over the key range so a small decode batch fills the chip, merged with the
-// former by log-sum-exp. The LM head then runs only on the rows that sample, and the sampler draws
-// on the device; only (token, log-prob) pairs are copied back.
+// former by log-sum-exp (a decode-only step uses the paged kernel alone). The LM head then runs only
+// on the rows that sample, and the sampler draws on the device; only (token, log-prob) pairs are
+// copied back. Each step shape is captured once into a CUDA graph and replayed.
+//
+// A Step sends every kernel launch of the package to the decoder's own stream (t2_use_stream) for
+// its duration, so a Backend and a Decoder in one process must not run at the same time (one after
+// the other is fine: the stream is reset when Step returns). Device 0 only.
 type Decoder struct {
 	cfg    gpu.Config
 	kv     gpu.KVCacheSpec
