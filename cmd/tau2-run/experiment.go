@@ -182,9 +182,9 @@ type experiment struct {
 
 // report is report.json.
 type report struct {
-	Config        expConfig            `json:"config"`
-	Demos         demoStats            `json:"demonstrations"`
-	SFT           sftStats             `json:"sft"`
+	Config  expConfig          `json:"config"`
+	Demos   demoStats          `json:"demonstrations"`
+	SFT     sftStats           `json:"sft"`
 	Before  evalStats          `json:"eval_before"`
 	After   evalStats          `json:"eval_after"`
 	GRPO    grpoStats          `json:"grpo"`
