@@ -32,7 +32,10 @@ trained. Logs and data go to 'dir' (one sub-directory per run).
 Examples:
   tau2-run                          # airline, 2 trainer steps
   tau2-run domain=retail steps=5
-  tau2-run bin=bin dir=/tmp/tau2run`
+  tau2-run bin=bin dir=/tmp/tau2run
+
+The learning experiment (demonstrations → SFT → GRPO → pass^k before/after → figures):
+  tau2-run experiment --help`
 
 // Config is tau2-run's configuration.
 type Config struct {
@@ -77,6 +80,10 @@ func defaultConfig() Config {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "experiment" {
+		experimentMain(os.Args[2:])
+		return
+	}
 	cfg := defaultConfig()
 	cli.Main(cli.App{Name: "tau2-run", Usage: usage, MetricsAddr: "off"}, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
 		if cfg.Steps < 1 || cfg.GroupSize < 1 || cfg.BatchSize < 1 || cfg.Concurrency < 1 {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
@@ -47,7 +48,9 @@ shipped τ² practice is:
 Examples:
   tau2-trainer --config deploy/trainer.yaml
   tau2-trainer model.path=/models/Qwen3-1.7B backend=cuda actor.optimizer.lr=1e-5 batch_size=16
-  tau2-trainer kafka.embedded=true admission.enabled=false max_steps=3   # local smoke run`
+  tau2-trainer kafka.embedded=true admission.enabled=false max_steps=3   # local smoke run
+
+Supervised fine-tuning from an archived dataset or a release: tau2-trainer sft --help`
 
 // ModelConfig says where the initial weights come from when no checkpoint exists yet.
 type ModelConfig struct {
@@ -123,7 +126,14 @@ func backendNames() string {
 	return strings.Join(names, ", ")
 }
 
+// stdout is where summaries go (a variable so tests can capture it).
+var stdout io.Writer = os.Stdout
+
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "sft" {
+		sftMain(os.Args[2:])
+		return
+	}
 	cfg := DefaultConfig()
 	cli.Main(cli.App{Name: "tau2-trainer", Usage: usage, MetricsAddr: ":9402"}, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
 		return run(ctx, rt, &cfg)

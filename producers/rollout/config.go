@@ -177,6 +177,9 @@ type Config struct {
 	PublishInfraTrajectories bool `yaml:"publish_infra_trajectories"`
 	// Tags are added to every trajectory.
 	Tags map[string]string `yaml:"tags"`
+	// SelfDriven makes the producer issue its own requests (a task list × trials) and exit when
+	// they are done, instead of reading the rollout-requests topic.
+	SelfDriven SelfDrivenConfig `yaml:"self_driven"`
 }
 
 // DefaultConfig returns the documented defaults.
@@ -188,6 +191,7 @@ func DefaultConfig() Config {
 		MaxHeadOffpolicyness:     2,
 		ShutdownGrace:            60 * time.Second,
 		PublishInfraTrajectories: true,
+		SelfDriven:               DefaultSelfDrivenConfig(),
 	}
 }
 
@@ -211,6 +215,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownGrace < 0 || c.Episodes < 0 {
 		errs = append(errs, errors.New("shutdown_grace and episodes must be ≥ 0"))
+	}
+	if err := c.SelfDriven.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("producer config: %w", errors.Join(errs...))

@@ -246,6 +246,10 @@ func (s *Service) fetchLoop(ctx, work context.Context, wg *sync.WaitGroup) error
 			if ctx.Err() != nil {
 				return nil
 			}
+			if errors.Is(err, ErrRequestsDone) {
+				s.log.Info("every request handed out: finishing the groups in flight", "episodes", started)
+				return nil
+			}
 			return fmt.Errorf("rollout: fetch request: %w", err)
 		}
 		n, err := s.handle(ctx, work, msg, wg)
