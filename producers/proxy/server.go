@@ -109,7 +109,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/v1/sessions/{id}/reward", s.route("reward", http.MethodPost, s.setReward))
 	mux.HandleFunc("/v1/sessions/{id}/finish", s.route("finish", http.MethodPost, s.finish))
 	mux.HandleFunc("/v1/sessions/{id}/abort", s.route("abort", http.MethodPost, s.abort))
-	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, map[string]string{"status": "ok"}) })
+	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
 	mux.HandleFunc("/", s.route("unknown", "", func(w http.ResponseWriter, r *http.Request) error {
 		return &APIError{Status: http.StatusNotFound, Type: errNotFound, Message: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)}
 	}))
