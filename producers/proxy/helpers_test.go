@@ -206,7 +206,7 @@ func (h *harness) chat(tb testing.TB, sid string, req map[string]any) (int, map[
 // finish rewards and finishes a session.
 func (h *harness) finish(tb testing.TB, sid string, reward float64) map[string]any {
 	tb.Helper()
-	code, out := h.do(tb, http.MethodPost, "/v1/sessions/"+sid+"/finish", "", map[string]any{"reward": reward})
+	code, out := h.do(tb, http.MethodPost, "/v1/sessions/"+sid+"/finish", "sk-test", map[string]any{"reward": reward})
 	if code != http.StatusOK {
 		tb.Fatalf("finish %s: %d %v", sid, code, out)
 	}

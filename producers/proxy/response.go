@@ -63,7 +63,7 @@ func pieces(s string) []string {
 
 // writeStream answers as server-sent events with OpenAI's
 // chat.completion.chunk shapes: per choice a first delta with the role,
-// reasoning_content deltas (vLLM's and DeepSeek's field), content deltas,
+// one reasoning_content delta (vLLM's and DeepSeek's field), content deltas,
 // for each tool call a delta with index, id, type, name and empty
 // arguments followed by arguments deltas, and a last delta with the
 // finish_reason; then, with stream_options.include_usage, a chunk with
@@ -110,10 +110,11 @@ func writeStream(w http.ResponseWriter, id, model string, created int64, choices
 			return nil // the client went away; the call is recorded
 		}
 		if ch.reasoning != nil {
-			for _, p := range pieces(*ch.reasoning) {
-				if err := chunk(delta(i, map[string]any{"reasoning_content": p}, nil), false); err != nil {
-					return nil
-				}
+			// One delta: reasoning_content is not OpenAI's field, and the
+			// openai SDK's stream accumulator keeps the last value of a
+			// field it does not know instead of concatenating.
+			if err := chunk(delta(i, map[string]any{"reasoning_content": *ch.reasoning}, nil), false); err != nil {
+				return nil
 			}
 		}
 		for _, p := range pieces(ch.message.Content) {
