@@ -88,6 +88,13 @@ type harnessOpt func(*proxy.Config)
 
 func newHarness(tb testing.TB, script llmtest.Script, opts ...harnessOpt) *harness {
 	tb.Helper()
+	return newHarnessWrap(tb, script, nil, opts...)
+}
+
+// newHarnessWrap is newHarness with the trajectory publisher wrapped (to
+// inject publish failures in front of the real Kafka writer).
+func newHarnessWrap(tb testing.TB, script llmtest.Script, wrap func(rollout.Publisher) rollout.Publisher, opts ...harnessOpt) *harness {
+	tb.Helper()
 	tok := tokenizertest.Qwen3(tb)
 	h := &harness{tok: tok, got: &received{}}
 	var err error
@@ -129,7 +136,11 @@ func newHarness(tb testing.TB, script llmtest.Script, opts ...harnessOpt) *harne
 			tb.Fatal(err)
 		}
 	}
-	h.srv, err = proxy.New(cfg, proxy.Deps{Policy: pol, Tokenizer: tok, Trajectories: trajs, InfraErrors: infra, APIKeys: keys})
+	var tp rollout.Publisher = trajs
+	if wrap != nil {
+		tp = wrap(trajs)
+	}
+	h.srv, err = proxy.New(cfg, proxy.Deps{Policy: pol, Tokenizer: tok, Trajectories: tp, InfraErrors: infra, APIKeys: keys})
 	if err != nil {
 		tb.Fatal(err)
 	}
