@@ -5,12 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -364,13 +362,3 @@ func jsonString(v any) string {
 	return string(b)
 }
 
-func must[T any](tb testing.TB, v T, err error) T {
-	tb.Helper()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return v
-}
-
-var _ = fmt.Sprint
-var _ = strings.Contains
