@@ -245,3 +245,19 @@ func (h *Rerender) AddMessages(msgs ...Message) error {
 	h.msgs, h.ids, h.pending = next, h.tok.Encode(text), false
 	return nil
 }
+
+// Fork returns an independent copy of h: appending to either never changes
+// the other. The token ids are shared until one of them grows (the copy's
+// slice has no spare capacity, so its first append reallocates), so forking
+// a long history is cheap. The capture proxy forks a prompt's history once
+// per returned choice, and a choice's history once per continuation a
+// client sends.
+func (h *Incremental) Fork() *Incremental {
+	b := *h.base
+	b.msgs = slices.Clip(b.msgs)
+	return &Incremental{base: &b, ids: slices.Clip(h.ids)}
+}
+
+// Pending reports whether a completion was added and no messages since
+// (the next call must be AddMessages).
+func (h *Incremental) Pending() bool { return h.pending }
