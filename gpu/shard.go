@@ -94,4 +94,6 @@ func ShardBounds(n, world, rank, align int) (Shard, error) {
 // WriteFileAtomic streams fill's output into a temporary file next to path, fsyncs it, renames it
 // to path and fsyncs the directory, so path never holds a partial file (gpu/dp's optimizer-state
 // shards use it as the unsharded optimizer state does).
-func WriteFileAtomic(path string, fill func(io.Writer) error) error { return writeFileAtomic(path, fill) }
+func WriteFileAtomic(path string, fill func(io.Writer) error) error {
+	return writeFileAtomic(path, fill)
+}

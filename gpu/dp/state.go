@@ -352,4 +352,3 @@ func (g *Group) readConsolidated(path string) ([]gpu.ShardState, error) {
 	}
 	return out, nil
 }
-
