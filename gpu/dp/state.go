@@ -352,3 +352,36 @@ func (g *Group) readConsolidated(path string) ([]gpu.ShardState, error) {
 	}
 	return out, nil
 }
+
+// HasShards reports whether dir holds a complete set of optimizer-rank files (every rank of one
+// world size), so a checkpoint writer can check that the state it announces is there; an
+// incomplete or mixed set is an error naming what is wrong.
+func HasShards(dir string) (bool, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false, err
+	}
+	world, ranks := -1, map[int]bool{}
+	for _, e := range ents {
+		m := shardName.FindStringSubmatch(e.Name())
+		if m == nil {
+			continue
+		}
+		r, _ := strconv.Atoi(m[1])
+		w, _ := strconv.Atoi(m[2])
+		if world >= 0 && w != world {
+			return false, fmt.Errorf("dp: %s: optimizer shards of world sizes %d and %d", dir, world, w)
+		}
+		world = w
+		ranks[r] = true
+	}
+	if world < 0 {
+		return false, nil
+	}
+	for r := range world {
+		if !ranks[r] {
+			return false, fmt.Errorf("dp: %s: optimizer shard %s is missing", dir, ShardFile(r, world))
+		}
+	}
+	return true, nil
+}
