@@ -16,6 +16,10 @@ type Backend struct {
 	m1, m2 []float32      // AdamW first and second moments, in gpu.ParamSpecs order
 	step   int            // AdamW steps taken (bias correction)
 	closed bool
+	// shard is set once the backend is a data-parallel rank (shard.go): m1, m2 then cover only
+	// the shard, and gshard receives its reduce-scattered gradient.
+	shard  *gpu.Shard
+	gshard []float32
 }
 
 var (
@@ -120,6 +124,9 @@ func (b *Backend) Step(opt gpu.Optimizer) (float64, error) {
 	}
 	if err := opt.Validate(); err != nil {
 		return 0, fmt.Errorf("cpu: %w", err)
+	}
+	if b.shard != nil {
+		return 0, errSharded
 	}
 	b.last = nil
 	norm := globalNorm(b.m.grads)

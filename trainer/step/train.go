@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"tau2rl/gpu/dp"
 	"tau2rl/schemas"
 	"tau2rl/trainer/batch"
 	"tau2rl/trainer/checkpoint"
@@ -119,6 +120,9 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 // over its micro-batches and one optimizer step.
 func (t *Trainer) update(p *prefixtree.Packing, seqs []loss.Seq) (loss.Stats, float64, error) {
 	be := t.d.Backend
+	if g, ok := be.(*dp.Group); ok {
+		return t.updateParallel(g, p, seqs)
+	}
 	mbs := p.MicroBatches
 	var prox [][]float32
 	if t.cfg.Actor.RecomputeLogprob {
