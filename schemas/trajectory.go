@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"time"
+	"unicode/utf8"
 )
 
 // Role is the speaker of a message, as in τ²-bench's message model.
@@ -510,11 +511,18 @@ func (t *Trajectory) Validate() error {
 	if t.ID == "" {
 		return fmt.Errorf("schemas: %w: empty id", ErrInvalid)
 	}
+	if !utf8.ValidString(t.ID) {
+		// The id is not quoted in the message: it would carry the invalid bytes along.
+		return fmt.Errorf("schemas: %w: id is not valid UTF-8", ErrInvalid)
+	}
 	wrap := func(format string, a ...any) error {
 		return fmt.Errorf("schemas: trajectory %s: %w: %s", t.ID, ErrInvalid, fmt.Sprintf(format, a...))
 	}
 	if t.TaskID == "" {
 		return wrap("empty task_id")
+	}
+	if field := t.invalidUTF8(); field != "" {
+		return wrap("%s is not valid UTF-8", field)
 	}
 	if err := ValidatePathComponent(t.Domain); err != nil {
 		return wrap("domain: %v", err)
@@ -580,4 +588,61 @@ func (t *Trajectory) Validate() error {
 		}
 	}
 	return nil
+}
+
+// invalidUTF8 names the first string of t that is not valid UTF-8 ("" when all are). Parquet and
+// Arrow declare these columns as UTF-8 text; DuckDB refuses to read a file holding one invalid
+// string ("Invalid string encoding found in Parquet file"), which would break every query over the
+// whole archive, so such a trajectory must be rejected (dead-lettered) before it is written.
+func (t *Trajectory) invalidUTF8() string {
+	top := []struct {
+		name, v string
+	}{
+		{"task_id", t.TaskID}, {"domain", t.Domain}, {"split", t.Split}, {"request_id", t.RequestID},
+		{"agent_model", t.AgentModel}, {"user_model", t.UserModel}, {"termination", t.Termination},
+		{"reward_info_json", t.RewardInfoJSON}, {"status", string(t.Status)}, {"error", t.Error},
+	}
+	for _, f := range top {
+		if !utf8.ValidString(f.v) {
+			return f.name
+		}
+	}
+	for i, b := range t.RewardBasis {
+		if !utf8.ValidString(b) {
+			return fmt.Sprintf("reward_basis[%d]", i)
+		}
+	}
+	for k, v := range t.Tags {
+		if !utf8.ValidString(k) {
+			return "a tag key"
+		}
+		if !utf8.ValidString(v) {
+			return "a tag value"
+		}
+	}
+	for i := range t.Messages {
+		m := &t.Messages[i]
+		for _, f := range []struct {
+			name, v string
+		}{{"role", string(m.Role)}, {"content", m.Content}, {"reasoning", m.Reasoning}, {"tool_call_id", m.ToolCallID}, {"requestor", m.Requestor}} {
+			if !utf8.ValidString(f.v) {
+				return fmt.Sprintf("message %d %s", i, f.name)
+			}
+		}
+		for k, tc := range m.ToolCalls {
+			for _, f := range []struct {
+				name, v string
+			}{{"id", tc.ID}, {"name", tc.Name}, {"arguments", tc.Arguments}, {"requestor", tc.Requestor}} {
+				if !utf8.ValidString(f.v) {
+					return fmt.Sprintf("message %d tool call %d %s", i, k, f.name)
+				}
+			}
+		}
+	}
+	for i := range t.Calls {
+		if !utf8.ValidString(t.Calls[i].FinishReason) {
+			return fmt.Sprintf("call %d finish_reason", i)
+		}
+	}
+	return ""
 }
