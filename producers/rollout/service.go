@@ -488,6 +488,9 @@ func (s *Service) publish(ctx context.Context, domain string, req schemas.Rollou
 		if r.Infra != nil {
 			partial := *r.Traj
 			partial.Calls = nil // token arrays stay out of the operator-facing topic
+			// The partial gets its own messages: the trajectory published below keeps its calls
+			// and so its message→call links (sharing the slice unlinked every message of it).
+			partial.Messages = append([]schemas.Message(nil), r.Traj.Messages...)
 			for i := range partial.Messages {
 				partial.Messages[i].CallIndex = -1
 			}
