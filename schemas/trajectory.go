@@ -60,10 +60,16 @@ const (
 // whose Status is not StatusOK.
 type Status string
 
-// Trajectory statuses.
+// Trajectory statuses. The set is open from schema 1.1 on: a reader must treat any status other
+// than StatusOK as "no reward" (docs/SCHEMA.md, version rules).
 const (
 	StatusOK         Status = "ok"
 	StatusInfraError Status = "infra_error"
+	// StatusNotEvaluated (schema 1.1) is a real episode, with its real termination, that could
+	// not be graded because a reward-basis component needs an evaluator that was not configured
+	// (NL_ASSERTION without an NL judge). It has no reward and is not an infrastructure failure;
+	// `tau2-eval grade` with a judge can grade it later. Error says what was missing.
+	StatusNotEvaluated Status = "not_evaluated"
 )
 
 // Reward basis components, spelled as τ²'s RewardType enum.
@@ -125,10 +131,12 @@ type Trajectory struct {
 	InvalidFormatTurns int `json:"invalid_format_turns"`
 	// Calls is the token-level record of every policy LLM call, in call order.
 	Calls []LLMCall `json:"calls"`
-	// Status is StatusOK for a real episode; StatusInfraError marks an infrastructure failure,
-	// whose reward fields are meaningless and must never reach the trainer.
+	// Status is StatusOK for a real, graded episode; StatusInfraError marks an infrastructure
+	// failure and StatusNotEvaluated an episode that could not be graded: the reward fields of
+	// both are meaningless and must never reach the trainer.
 	Status Status `json:"status"`
-	// Error describes the infrastructure failure ("" when Status is ok).
+	// Error describes the infrastructure failure, or why the episode was not evaluated ("" when
+	// Status is ok).
 	Error string `json:"error,omitempty"`
 	// Tags are free-form string annotations (producer host, experiment name, …) kept for forward
 	// compatibility without a schema change.
@@ -539,8 +547,22 @@ func (t *Trajectory) Validate() error {
 		if t.Error == "" {
 			return wrap("status infra_error without an error message")
 		}
+	case StatusNotEvaluated:
+		if t.Error == "" {
+			return wrap("status not_evaluated without a reason in error")
+		}
+		if t.Termination == TerminationInfrastructureError {
+			return wrap("status not_evaluated with termination %s (an infrastructure failure is status infra_error)", t.Termination)
+		}
 	default:
-		return wrap("unknown status %q", t.Status)
+		// The status set is open (schema 1.1): a status from a newer minor is accepted as "not a
+		// reward" when it is a plain lower-case word and, like every non-ok status, says why.
+		if !statusWord(string(t.Status)) {
+			return wrap("unknown status %q", t.Status)
+		}
+		if t.Error == "" {
+			return wrap("unknown status %q without an error message", t.Status)
+		}
 	}
 	if math.IsNaN(t.Reward) || math.IsInf(t.Reward, 0) {
 		return wrap("reward is %v", t.Reward)
@@ -645,4 +667,17 @@ func (t *Trajectory) invalidUTF8() string {
 		}
 	}
 	return ""
+}
+
+// statusWord reports whether s can be a status value: 1–32 of [a-z_], starting with a letter.
+func statusWord(s string) bool {
+	if len(s) == 0 || len(s) > 32 || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < 'a' || c > 'z') && c != '_' {
+			return false
+		}
+	}
+	return true
 }

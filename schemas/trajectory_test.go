@@ -232,6 +232,11 @@ func TestValidate(t *testing.T) {
 		{"domain traversal", func(t *Trajectory) { t.Domain = "../../etc" }, "domain"},
 		{"split slash", func(t *Trajectory) { t.Split = "a/b" }, "split"},
 		{"unknown status", func(t *Trajectory) { t.Status = "done" }, "unknown status"},
+		{"status not a word", func(t *Trajectory) { t.Status, t.Error = "Done!", "x" }, `unknown status "Done!"`},
+		{"not evaluated without reason", func(t *Trajectory) { t.Status = StatusNotEvaluated }, "not_evaluated without a reason"},
+		{"not evaluated infra termination", func(t *Trajectory) {
+			t.Status, t.Error, t.Termination = StatusNotEvaluated, "no judge", TerminationInfrastructureError
+		}, "status not_evaluated with termination infrastructure_error"},
 		{"ok with error", func(t *Trajectory) { t.Error = "boom" }, "status ok but error"},
 		{"infra without error", func(t *Trajectory) { t.Status = StatusInfraError }, "without an error"},
 		{"nan reward", func(t *Trajectory) { t.Reward = math.NaN() }, "reward is NaN"},
@@ -265,6 +270,15 @@ func TestValidate(t *testing.T) {
 		{"utf8 tool arguments", func(t *Trajectory) { t.Messages[1].ToolCalls[0].Arguments = "{\"x\":\"\xff\"}" }, "message 1 tool call 0 arguments is not valid UTF-8"},
 		{"utf8 tool name", func(t *Trajectory) { t.Messages[1].ToolCalls[0].Name = "get\xff" }, "message 1 tool call 0 name is not valid UTF-8"},
 		{"utf8 finish reason", func(t *Trajectory) { t.Calls[1].FinishReason = "stop\xff" }, "call 1 finish_reason is not valid UTF-8"},
+	}
+	// Statuses other than ok that say why are valid: not_evaluated (1.1) and, the set being open,
+	// a status of a newer minor.
+	for _, st := range []Status{StatusNotEvaluated, "judge_pending"} {
+		tr := validTrajectory()
+		tr.Status, tr.Error, tr.Termination = st, "NL_ASSERTION not evaluated", TerminationUserStop
+		if err := tr.Validate(); err != nil {
+			t.Fatalf("status %s: %v", st, err)
+		}
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

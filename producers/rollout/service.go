@@ -467,7 +467,7 @@ func (s *Service) observe(domain string, res *episode.Result, d time.Duration) {
 	}
 	if res.Infra != nil {
 		s.m.InfraErrors.WithLabelValues(domain, res.Infra.Stage).Inc()
-	} else {
+	} else if tr.Status == schemas.StatusOK { // not_evaluated episodes have no reward to observe
 		s.m.Reward.WithLabelValues(domain).Observe(tr.Reward)
 		s.m.ShapedReward.WithLabelValues(domain).Observe(tr.ShapedReward)
 	}
