@@ -122,11 +122,15 @@ func reportRows(ctx context.Context, ds *dataset.Dataset, cfg *reportConfig) ([]
 			k.Version = t.PolicyVersionStart
 		}
 		o := evaluator.Outcome{TaskID: t.TaskID, Termination: t.Termination}
-		if t.Status != schemas.StatusOK {
-			o.Termination = evaluator.TerminationInfrastructureError
-		} else {
+		switch t.Status {
+		case schemas.StatusOK:
 			r := t.Reward
 			o.Reward = &r
+		case schemas.StatusNotEvaluated:
+			// The real termination and no reward: the task's pass^k is undefined (excluded and
+			// counted as not evaluated), it is not an infrastructure failure.
+		default:
+			o.Termination = evaluator.TerminationInfrastructureError
 		}
 		outcomes[k] = append(outcomes[k], o)
 		return nil

@@ -179,7 +179,7 @@ feed:
 	var outcomes []evaluator.Outcome
 	for _, u := range units {
 		o := evaluator.Outcome{TaskID: tasks[u.task].ID, Termination: u.res.Traj.Termination}
-		if u.res.Infra == nil {
+		if u.res.Traj.Status == schemas.StatusOK { // not_evaluated: real termination, no reward
 			r := u.res.Traj.Reward
 			o.Reward = &r
 		}
@@ -289,7 +289,13 @@ func resultsFile(cfg *runConfig, tasks []*taskT, units []*evalUnit, start time.T
 			"messages", msgs,
 			"trial", int64(u.trial), "seed", u.seed,
 		)
-		if tr.Status != schemas.StatusOK {
+		switch tr.Status {
+		case schemas.StatusOK:
+		case schemas.StatusNotEvaluated:
+			// reward_info stays null and the termination is the real one, so `tau2-eval grade`
+			// with a judge grades it.
+			sim.Set("info", pyjson.NewObject("not_evaluated", tr.Error))
+		default:
 			sim.Set("info", pyjson.NewObject("error", tr.Error))
 		}
 		sims = append(sims, sim)

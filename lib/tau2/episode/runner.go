@@ -445,6 +445,14 @@ func (ru *run) grade(ctx context.Context) error {
 		return &InfraError{Stage: StageEvaluator, Err: errors.New("no grader configured")}
 	}
 	g, err := ru.r.Grader.Grade(ctx, ru.in.Task, ru.traj.Messages, ru.traj.Termination)
+	if errors.Is(err, ErrNotEvaluated) {
+		// A real episode that this configuration cannot grade (NL_ASSERTION without a judge):
+		// it keeps its termination and gets no reward, and it is not an infrastructure
+		// failure; `tau2-eval grade` with a judge grades it later.
+		ru.traj.Status, ru.traj.Error = schemas.StatusNotEvaluated, err.Error()
+		ru.traj.Reward, ru.traj.ShapedReward = 0, 0
+		return nil
+	}
 	if err != nil {
 		return &InfraError{Stage: StageEvaluator, Err: err}
 	}
