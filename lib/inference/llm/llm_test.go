@@ -538,3 +538,28 @@ func BenchmarkChatComplete(b *testing.B) {
 		}
 	}
 }
+
+// TestErrorRedactsReflectedKey: a server that quotes the Authorization header in its error body
+// must not put the API key into the error text (stored as info.error and logged).
+func TestErrorRedactsReflectedKey(t *testing.T) {
+	const key = "sk-test-0123456789abcdefghijklmnop"
+	s := server(t, llmtest.Constant(llmtest.Reply{Content: "ok"}))
+	for _, status := range []int{401, 500} {
+		s.ReflectAuthNext(1, status)
+		ep := fastEndpoint(t, s.URL, nil, func(c *EndpointConfig) { c.APIKey, c.MaxRetries = key, 0 })
+		_, err := NewSGLang(ep).Generate(context.Background(), GenerateRequest{InputIDs: prompt(t), MaxNewTokens: 4})
+		if err == nil {
+			t.Fatalf("HTTP %d: no error", status)
+		}
+		var le *Error
+		if !errors.As(err, &le) {
+			t.Fatalf("HTTP %d: %T %v", status, err, err)
+		}
+		if strings.Contains(err.Error(), "0123456789abcdef") || strings.Contains(le.Body, "0123456789abcdef") {
+			t.Errorf("HTTP %d: the key leaked into the error: %v", status, err)
+		}
+		if !strings.Contains(err.Error(), "invalid credentials") || !strings.Contains(err.Error(), "[REDACTED]") {
+			t.Errorf("HTTP %d: error lost its diagnostics: %v", status, err)
+		}
+	}
+}

@@ -44,6 +44,7 @@ const (
 	FaultDelay                      // wait, then answer normally
 	FaultDrop                       // close the connection without answering
 	FaultMalformed                  // answer 200 with a body that is not JSON
+	FaultReflectAuth                // answer an HTTP error status quoting the request's Authorization header
 )
 
 type fault struct {
@@ -122,6 +123,13 @@ func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx
 // 503 or 429; a 429 carries "Retry-After: 0").
 func (s *Server) FailNext(n, status int) { s.push(n, fault{kind: FaultStatus, status: status}) }
 
+// ReflectAuthNext makes the next n requests answer with HTTP status and an
+// error body that quotes the request's Authorization header, as some proxies
+// and gateways do: what the clients' credential redaction (lib/redact) is for.
+func (s *Server) ReflectAuthNext(n, status int) {
+	s.push(n, fault{kind: FaultReflectAuth, status: status})
+}
+
 // DelayNext delays the next n requests by d before answering normally.
 func (s *Server) DelayNext(n int, d time.Duration) { s.push(n, fault{kind: FaultDelay, delay: d}) }
 
@@ -197,6 +205,9 @@ func (s *Server) withFaults(h http.HandlerFunc) http.HandlerFunc {
 					w.Header().Set("Retry-After", "0")
 				}
 				writeError(w, f.status, "injected fault")
+				return
+			case FaultReflectAuth:
+				writeError(w, f.status, "invalid credentials: the request carried Authorization: "+r.Header.Get("Authorization"))
 				return
 			case FaultDelay:
 				if !sleep(r.Context(), f.delay) {
