@@ -40,11 +40,11 @@ type FaultKind int
 
 // Fault kinds.
 const (
-	FaultStatus    FaultKind = iota // answer with an HTTP error status
-	FaultDelay                      // wait, then answer normally
-	FaultDrop                       // close the connection without answering
-	FaultMalformed                  // answer 200 with a body that is not JSON
-	FaultReflectAuth                // answer an HTTP error status quoting the request's Authorization header
+	FaultStatus      FaultKind = iota // answer with an HTTP error status
+	FaultDelay                        // wait, then answer normally
+	FaultDrop                         // close the connection without answering
+	FaultMalformed                    // answer 200 with a body that is not JSON
+	FaultReflectAuth                  // answer an HTTP error status quoting the request's Authorization header
 )
 
 type fault struct {
