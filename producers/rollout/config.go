@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"tau2rl/lib/inference/chattemplate"
 	"tau2rl/lib/inference/llm"
 	"tau2rl/lib/tau2/episode"
@@ -219,25 +217,11 @@ func (c *Config) Validate() error {
 }
 
 // Endpoint is an llm.EndpointConfig that may also be written as just its
-// base URL (policy.endpoints=[http://host:30000]).
+// base URL (policy.endpoints=[http://host:30000]). Its UnmarshalYAML is
+// llm.EndpointConfig's (promoted): a list element starts from
+// llm.DefaultEndpointConfig and takes the keys its mapping names.
 type Endpoint struct {
 	llm.EndpointConfig `yaml:",inline"`
-}
-
-// UnmarshalYAML accepts a URL string or a mapping; unset fields get
-// llm.DefaultEndpointConfig's values.
-func (e *Endpoint) UnmarshalYAML(n *yaml.Node) error {
-	c := llm.DefaultEndpointConfig()
-	if n.Kind == yaml.ScalarNode {
-		c.BaseURL = n.Value
-		e.EndpointConfig = c
-		return nil
-	}
-	if err := n.Decode(&c); err != nil {
-		return err
-	}
-	e.EndpointConfig = c
-	return nil
 }
 
 // MarshalYAML prints the endpoint's fields (--print-config): without it the YAML encoder sees the
