@@ -30,7 +30,9 @@ type PolicyConfig struct {
 	// Backend is the token-mode server: "sglang" (default, POST /generate)
 	// or "vllm" (POST /v1/completions).
 	Backend string `yaml:"backend"`
-	// Model is vLLM's served model name.
+	// Model is vLLM's served model name, sent as "model" with every
+	// request; required with backend vllm (not guessed from /v1/models,
+	// which also lists LoRA adapters).
 	Model string `yaml:"model"`
 	// Endpoints are the token-mode inference servers (data-parallel;
 	// calls go to the least busy). Each is a base URL or a mapping of
@@ -131,6 +133,10 @@ func (c *RunnerConfig) Validate() error {
 		}
 		if c.Policy.Backend != llm.BackendSGLang && c.Policy.Backend != llm.BackendVLLM {
 			errs = append(errs, fmt.Errorf("policy.backend: %q is not sglang or vllm", c.Policy.Backend))
+		}
+		if c.Policy.Backend == llm.BackendVLLM && c.Policy.Model == "" {
+			// Not guessed from /v1/models: with LoRA adapters it lists several models.
+			errs = append(errs, errors.New("policy.model: required with policy.backend=vllm (the served model name, vllm serve --served-model-name)"))
 		}
 	case ModeChat:
 		if c.Policy.Chat.Endpoint.BaseURL == "" {

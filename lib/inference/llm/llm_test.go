@@ -87,7 +87,7 @@ func TestPolicies(t *testing.T) {
 		version string
 	}{
 		{"sglang", NewSGLang(fastEndpoint(t, s.URL, nil)), "4"},
-		{"vllm", NewVLLM(fastEndpoint(t, s.URL, nil), "qwen3"), ""},
+		{"vllm", NewVLLM(fastEndpoint(t, s.URL, nil), "scripted-qwen3"), ""},
 	} {
 		t.Run(p.name, func(t *testing.T) {
 			res, err := p.policy.Generate(context.Background(), GenerateRequest{InputIDs: ids, MaxNewTokens: 512, Temperature: 0, RequestID: "r1"})
@@ -427,7 +427,7 @@ func TestNewPolicyAndBalanced(t *testing.T) {
 	if err := r.LoadWeights(context.Background(), "/ckpt/2", 2); err != nil || a.WeightVersion() != "2" || b.WeightVersion() != "2" {
 		t.Errorf("multi reload: %v", err)
 	}
-	cfg.Backend = BackendVLLM
+	cfg.Backend, cfg.Model = BackendVLLM, "scripted-qwen3"
 	if p, _, err := NewPolicy(cfg, nil); err != nil {
 		t.Fatal(err)
 	} else if res, err := p.Generate(context.Background(), GenerateRequest{InputIDs: prompt(t), MaxNewTokens: 4}); err != nil || len(res.OutputIDs) == 0 {
