@@ -4,9 +4,11 @@
 //
 // Layout (DIR is usually "testdata/config"):
 //
-//	DIR/good/*.yaml  must parse and validate. Lines "# want: TEXT" name text that the printed
-//	                 effective configuration must contain (e.g. a default the file must not
-//	                 reset); lines "# args: k=v …" add key=value overrides after the file.
+//	DIR/good/*.yaml  must parse and validate. Lines "# key: dotted.path = VALUE" name a key of
+//	                 the printed effective configuration and its value (e.g. a default the
+//	                 file must not reset; list elements by index: policy.endpoints.0.base_url);
+//	                 lines "# want: TEXT" text it must contain; lines "# args: k=v …" add key=value overrides after the file
+//	                 (split at spaces), "# arg: k=v" one override that may hold spaces.
 //	DIR/bad/*.yaml   must fail with a usage error (exit status 2) before the binary would
 //	                 start, with an error containing every "# want: TEXT"; "# args:" as above.
 //
@@ -17,11 +19,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 
 	"tau2rl/cmd/internal/cli"
 )
@@ -45,6 +51,19 @@ func ConfigFiles(t *testing.T, dir string, newConfig func() any) {
 			for _, w := range want {
 				if !strings.Contains(out, w) {
 					t.Errorf("effective configuration lacks %q:\n%s", w, out)
+				}
+			}
+			var doc any
+			if err := yaml.Unmarshal([]byte(out), &doc); err != nil {
+				t.Fatalf("--print-config output does not parse: %v", err)
+			}
+			for _, kv := range keys(t, f) {
+				path, want, _ := strings.Cut(kv, "=")
+				path, want = strings.TrimSpace(path), strings.TrimSpace(want)
+				if got, ok := lookup(doc, path); !ok {
+					t.Errorf("effective configuration has no %s", path)
+				} else if fmt.Sprint(got) != want {
+					t.Errorf("%s = %v, want %s", path, got, want)
 				}
 			}
 		})
@@ -79,6 +98,43 @@ func PrintConfig(cfg any, args ...string) (string, error) {
 	return out.String(), err
 }
 
+// lookup walks a decoded YAML document along a dotted path (list elements by index).
+func lookup(doc any, path string) (any, bool) {
+	for _, p := range strings.Split(path, ".") {
+		switch v := doc.(type) {
+		case map[string]any:
+			var ok bool
+			if doc, ok = v[p]; !ok {
+				return nil, false
+			}
+		case []any:
+			i, err := strconv.Atoi(p)
+			if err != nil || i < 0 || i >= len(v) {
+				return nil, false
+			}
+			doc = v[i]
+		default:
+			return nil, false
+		}
+	}
+	return doc, true
+}
+
+func keys(t *testing.T, file string) []string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "# key:"); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 func directives(t *testing.T, file string) (want, args []string) {
 	t.Helper()
 	f, err := os.Open(file)
@@ -94,6 +150,9 @@ func directives(t *testing.T, file string) (want, args []string) {
 		}
 		if v, ok := strings.CutPrefix(line, "# args:"); ok {
 			args = append(args, strings.Fields(v)...)
+		}
+		if v, ok := strings.CutPrefix(line, "# arg:"); ok {
+			args = append(args, strings.TrimSpace(v))
 		}
 	}
 	if err := sc.Err(); err != nil && err != io.EOF {
