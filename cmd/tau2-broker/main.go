@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"tau2rl/cmd/internal/cli"
+	"tau2rl/lib/loopback"
 	"tau2rl/lib/stream/embedded"
 	tkafka "tau2rl/lib/stream/kafka"
 )
@@ -72,7 +73,7 @@ func main() {
 // Validate reports configuration errors before the broker starts (cli calls it: exit status 2).
 func (c *Config) Validate() error {
 	var errs []error
-	if _, err := cli.LoopbackAddr(c.Addr); err != nil {
+	if _, err := loopback.Port(c.Addr); err != nil {
 		errs = append(errs, err)
 	}
 	if c.MaxMessageBytes < 1<<10 {
@@ -99,7 +100,7 @@ func run(ctx context.Context, rt *cli.Runtime, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return cli.Usage(err)
 	}
-	port, _ := cli.LoopbackAddr(cfg.Addr)
+	port, _ := loopback.Port(cfg.Addr)
 	b, err := embedded.Start(embedded.Config{
 		Port: port, DataDir: cfg.DataDir, MaxMessageBytes: cfg.MaxMessageBytes,
 		Partitions: cfg.Partitions, SyncWrites: cfg.SyncWrites, MinSessionTimeout: cfg.MinSessionTimeout,

@@ -265,16 +265,3 @@ func TestConfigErrorsExitTwo(t *testing.T) {
 		t.Errorf("success: exit %d", code)
 	}
 }
-
-func TestLoopbackAddr(t *testing.T) {
-	for addr, wantPort := range map[string]int{"127.0.0.1:9092": 9092, "localhost:0": 0, "[::1]:30000": 30000, "127.0.0.2:1": 1} {
-		if p, err := LoopbackAddr(addr); err != nil || p != wantPort {
-			t.Errorf("LoopbackAddr(%q) = %d, %v", addr, p, err)
-		}
-	}
-	for _, addr := range []string{"0.0.0.0:9092", ":9092", "10.0.0.5:30000", "example.com:80", "[::]:1", "127.0.0.1", "127.0.0.1:http", "127.0.0.1:70000"} {
-		if _, err := LoopbackAddr(addr); err == nil {
-			t.Errorf("LoopbackAddr(%q) accepted", addr)
-		}
-	}
-}

@@ -17,13 +17,15 @@ import (
 	"time"
 
 	"tau2rl/lib/inference/chattemplate"
+	"tau2rl/lib/loopback"
 	"tau2rl/lib/inference/tokenizer"
 )
 
 // Option configures a Server.
 type Option func(*Server)
 
-// WithAddr listens on addr (default "127.0.0.1:0", a free loopback port).
+// WithAddr listens on addr (default "127.0.0.1:0", a free loopback port); it
+// must be a loopback address (see lib/loopback).
 func WithAddr(addr string) Option { return func(s *Server) { s.addr = addr } }
 
 // WithModel sets the served model name (default "scripted-qwen3").
@@ -98,6 +100,10 @@ func NewServer(tok *tokenizer.Tokenizer, script Script, opts ...Option) (*Server
 		return nil, errors.New("llmtest: tokenizer has no <|im_end|>")
 	}
 	s.imEnd = id
+	// The weight-update endpoints change the server's state without authentication: loopback only.
+	if _, err := loopback.Port(s.addr); err != nil {
+		return nil, fmt.Errorf("llmtest: %w", err)
+	}
 	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {
 		return nil, fmt.Errorf("llmtest: listen %s: %w", s.addr, err)

@@ -347,3 +347,16 @@ func FuzzHandlers(f *testing.F) {
 		}
 	})
 }
+
+// TestRefusesNonLoopback: the server's weight-update endpoints are unauthenticated, so it only
+// listens on loopback (tau2-scripted-llm addr=0.0.0.0:30000 used to expose them).
+func TestRefusesNonLoopback(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", ":0"} {
+		if s, err := NewServer(tokenizertest.Qwen3(t), Constant(Reply{Content: "x"}), WithAddr(addr)); err == nil {
+			s.Close()
+			t.Errorf("%s: the server listened", addr)
+		} else if !strings.Contains(err.Error(), "loopback") {
+			t.Errorf("%s: %v", addr, err)
+		}
+	}
+}
