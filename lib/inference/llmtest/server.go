@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"tau2rl/lib/inference/chattemplate"
-	"tau2rl/lib/loopback"
 	"tau2rl/lib/inference/tokenizer"
+	"tau2rl/lib/loopback"
 )
 
 // Option configures a Server.
