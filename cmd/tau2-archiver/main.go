@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -36,6 +37,12 @@ Examples:
 type Config struct {
 	Kafka           tkafka.Config `yaml:"kafka"`
 	archiver.Config `yaml:",inline"`
+}
+
+// Validate checks the whole configuration (cli calls it before run, so a bad value is exit
+// status 2 before any connection): the transport and the archiver settings.
+func (c *Config) Validate() error {
+	return errors.Join(c.Kafka.Validate(), c.Config.Validate())
 }
 
 func main() {

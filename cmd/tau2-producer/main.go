@@ -74,6 +74,25 @@ func DefaultConfig() Config {
 	return Config{Mode: "tau2", Kafka: tkafka.DefaultConfig(), Synthetic: synthetic.DefaultConfig(), Config: rollout.DefaultConfig()}
 }
 
+// Validate checks the whole configuration for the chosen mode (cli calls it before run, so a bad
+// value is exit status 2 before any connection).
+func (c *Config) Validate() error {
+	errs := []error{c.Kafka.Validate()}
+	switch c.Mode {
+	case "tau2":
+		rc := c.Config
+		if c.UserLLMBaseURL != "" {
+			rc.Econfig.UserLLMBaseURL = c.UserLLMBaseURL
+		}
+		errs = append(errs, rc.Validate())
+	case "synthetic":
+		errs = append(errs, c.Synthetic.Validate())
+	default:
+		errs = append(errs, fmt.Errorf("mode: %q is not tau2 or synthetic", c.Mode))
+	}
+	return errors.Join(errs...)
+}
+
 func main() {
 	cfg := DefaultConfig()
 	cli.Main(cli.App{Name: "tau2-producer", Usage: usage, MetricsAddr: ":9410"}, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
@@ -85,24 +104,17 @@ func run(ctx context.Context, cfg *Config, rt *cli.Runtime) error {
 	if cfg.UserLLMBaseURL != "" {
 		cfg.Econfig.UserLLMBaseURL = cfg.UserLLMBaseURL
 	}
+	if err := cfg.Validate(); err != nil {
+		return cli.Usage(err)
+	}
 	stop, err := embedded.ForConfig(ctx, &cfg.Kafka)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	if err := cfg.Kafka.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
-	}
 	km := tkafka.NewMetrics(rt.Registry)
-	switch cfg.Mode {
-	case "synthetic":
+	if cfg.Mode == "synthetic" {
 		return runSynthetic(ctx, cfg, rt, km)
-	case "tau2":
-	default:
-		return fmt.Errorf("%w: mode %q is not tau2 or synthetic", cli.ErrUsage, cfg.Mode)
-	}
-	if err := cfg.Config.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
 	m, err := rollout.NewMetrics(rt.Registry)
 	if err != nil {

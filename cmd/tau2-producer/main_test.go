@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"tau2rl/cmd/internal/cli"
+	"tau2rl/cmd/internal/clitest"
 	"tau2rl/lib/inference/llmtest"
 	"tau2rl/lib/inference/tokenizer"
 	"tau2rl/lib/inference/tokenizer/tokenizertest"
@@ -109,4 +110,9 @@ func TestSelfDrivenUsageErrors(t *testing.T) {
 			t.Errorf("%v: err %v, want %q", c.args, err, c.want)
 		}
 	}
+}
+
+// TestConfigFiles: testdata/config/{good,bad} (see cmd/internal/clitest).
+func TestConfigFiles(t *testing.T) {
+	clitest.ConfigFiles(t, "testdata/config", func() any { c := DefaultConfig(); return &c })
 }

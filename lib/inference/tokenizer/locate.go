@@ -11,7 +11,8 @@ import (
 // the Qwen3 tokenizer.json and tokenizer_config.json.
 const EnvDir = "QWEN3_TOKENIZER_DIR"
 
-// ErrNotFound is returned by LocateQwen3 when no tokenizer directory exists.
+// ErrNotFound is returned (wrapped, with what to set) by LocateQwen3 when no
+// tokenizer directory exists.
 var ErrNotFound = errors.New("tokenizer: Qwen3 tokenizer directory not found")
 
 // LocateQwen3 finds the shared Qwen3 tokenizer directory for tests and dev
@@ -35,7 +36,7 @@ func LocateQwen3() (string, error) {
 			return filepath.Clean(cand), nil
 		}
 		if filepath.Dir(dir) == dir {
-			return "", ErrNotFound
+			return "", fmt.Errorf("%w: set $%s to a directory holding Qwen3's tokenizer.json (no ../shared/qwen3-tokenizer above %s)", ErrNotFound, EnvDir, wd)
 		}
 	}
 }
