@@ -34,8 +34,13 @@ import (
 // FA2 tree-attention kernel over the step's own tokens (causal within each sequence's chunk, on the
 // tensor cores); for sequences with cached context (Start > 0) the paged kernel over positions
 // [0, Start), split over the key range so a small decode batch fills the chip, merged with the
-// former by log-sum-exp. The LM head then runs only on the rows that sample, and the sampler draws
-// on the device; only (token, log-prob) pairs are copied back.
+// former by log-sum-exp (a decode-only step uses the paged kernel alone). The LM head then runs only
+// on the rows that sample, and the sampler draws on the device; only (token, log-prob) pairs are
+// copied back. Each step shape is captured once into a CUDA graph and replayed.
+//
+// A Step sends every kernel launch of the package to the decoder's own stream (t2_use_stream) for
+// its duration, so a Backend and a Decoder in one process must not run at the same time (one after
+// the other is fine: the stream is reset when Step returns). Device 0 only.
 type Decoder struct {
 	cfg    gpu.Config
 	kv     gpu.KVCacheSpec
@@ -54,10 +59,14 @@ type Decoder struct {
 	// CPU-side cost would otherwise exceed the GPU time). Dropped whenever the workspace moves.
 	stream   dptr
 	graphs   map[graphKey]dptr
-	noGraphs bool // launch directly (benchmarks compare)
+	noGraphs bool      // launch directly (benchmarks compare)
+	prof     *profiler // per-operation device times of eager steps (benchmarks)
 }
 
-type graphKey struct{ n, items, rows int }
+type graphKey struct {
+	n, items, rows, maxRows int
+	pure                    bool
+}
 
 // maxGraphs bounds the graph cache; when full it is emptied (shapes repeat in steady decoding).
 const maxGraphs = 64
@@ -118,13 +127,13 @@ type decodeWS struct {
 	tokCap, itemCap, tblCap, rowCap int
 	tok, item, tbl, row             group
 
-	x0, x1, xn, qkv, qr, kr, att, a, x2, gu, h dptr // bf16 [tokCap, ·]
-	rstd, rstdq, rstdk, lse                    dptr // fp32
-	tokens, positions, send, blockmax, slots   dptr // int32
-	tokInfo                                    dptr // int32 [tokCap, 3]
-	items, partO, partLse                      dptr // int32 [itemCap, 8]; fp32 [itemCap·ROWS, d]; fp32 [itemCap·ROWS]
-	tables                                     dptr // int32 [tblCap]
-	rowIdx, fparams, topk, unif, out, logits   dptr // [rowCap] rows; logits bf16 [min(rowCap, decodeLogitRows), V]
+	x0, xn, qkv, qr, kr, att, a, x2, gu, h   dptr // bf16 [tokCap, ·]
+	rstd, rstdq, rstdk, lse                  dptr // fp32
+	tokens, positions, send, blockmax, slots dptr // int32
+	tokInfo                                  dptr // int32 [tokCap, 3]
+	items, partO, partLse                    dptr // int32 [itemCap, 8]; fp32 [itemCap·ROWS, d]; fp32 [itemCap·ROWS]
+	tables                                   dptr // int32 [tblCap]
+	rowIdx, fparams, topk, unif, out, logits dptr // [rowCap] rows; logits bf16 [min(rowCap, decodeLogitRows), V]
 }
 
 func (w *decodeWS) free() error {
@@ -145,7 +154,7 @@ func bitsLen(x int) int {
 // wsTokenBytes is the workspace one token of a step needs (the tok group below).
 func wsTokenBytes(c gpu.Config) int64 {
 	H, I, QD, KVD, nh, nkv := c.HiddenSize, c.IntermediateSize, c.QDim(), c.KVDim(), c.NumAttentionHeads, c.NumKeyValueHeads
-	bf := 2 * (6*H + (QD + 2*KVD) + 2*QD + KVD + 3*I)
+	bf := 2 * (5*H + (QD + 2*KVD) + 2*QD + KVD + 3*I)
 	f := 4 * (1 + nh + nkv + nh)
 	return int64(bf + f + 4*(5+3) + 8)
 }
@@ -170,7 +179,7 @@ func (d *Decoder) ensure(n, items, tbl, rows int) error {
 		bf := func(cols int) dptr { return g.get(2 * capN * cols) }
 		f32 := func(cols int) dptr { return g.get(4 * capN * cols) }
 		H, I, QD, KVD := c.HiddenSize, c.IntermediateSize, c.QDim(), c.KVDim()
-		w.x0, w.x1, w.xn, w.qkv, w.qr, w.kr = bf(H), bf(H), bf(H), bf(QD+2*KVD), bf(QD), bf(KVD)
+		w.x0, w.xn, w.qkv, w.qr, w.kr = bf(H), bf(H), bf(QD+2*KVD), bf(QD), bf(KVD)
 		w.att, w.a, w.x2, w.gu, w.h = bf(QD), bf(H), bf(H), bf(2*I), bf(I)
 		w.rstd, w.rstdq, w.rstdk, w.lse = f32(1), f32(c.NumAttentionHeads), f32(c.NumKeyValueHeads), f32(c.NumAttentionHeads)
 		w.tokens, w.positions, w.send, w.slots, w.tokInfo = f32(1), f32(1), f32(1), f32(1), f32(3)
@@ -428,6 +437,8 @@ func (d *Decoder) Close() error {
 // stepPlan is a step's host-side index arrays.
 type stepPlan struct {
 	n                        int
+	pure                     bool // decode tokens with context only: no FA2, items cover [0, Start]
+	maxRows                  int  // the most query rows (tokens × GQA group) of an item
 	tokens, positions, slots []int32
 	send, tokInfo            []int32
 	items, tables            []int32
@@ -447,6 +458,10 @@ func (d *Decoder) plan(seqs []gpu.ServeSeq) stepPlan {
 	var p stepPlan
 	for _, s := range seqs {
 		p.n += len(s.Tokens)
+	}
+	p.pure = true
+	for _, s := range seqs {
+		p.pure = p.pure && len(s.Tokens) == 1 && s.Start > 0
 	}
 	p.tokInfo = make([]int32, 3*p.n)
 	for i := range p.tokInfo {
@@ -472,15 +487,20 @@ func (d *Decoder) plan(seqs []gpu.ServeSeq) stepPlan {
 			p.send = append(p.send, int32(r0+len(s.Tokens)-1))
 		}
 		if s.Start > 0 {
-			nsplit := (s.Start + split - 1) / split
+			keys := s.Start // the paged kernel's keys; the step's own come from FA2
+			if p.pure {
+				keys++ // … or, without FA2, the token's own key, written to the cache first
+			}
+			nsplit := (keys + split - 1) / split
 			for t0 := 0; t0 < len(s.Tokens); t0 += tileTok {
 				nt := min(tileTok, len(s.Tokens)-t0)
+				p.maxRows = max(p.maxRows, nt*g)
 				first := len(p.items) / 8
 				for h := range nkv {
 					for k := range nsplit {
 						lo := k * split
 						p.items = append(p.items, int32(r0+t0), int32(nt), int32(h), int32(lo),
-							int32(min(s.Start, lo+split)), int32(tbl), int32(len(p.items)/8), 0)
+							int32(min(keys, lo+split)), int32(tbl), int32(len(p.items)/8), 0)
 					}
 				}
 				for t := range nt {
@@ -544,18 +564,26 @@ func (d *Decoder) Step(seqs []gpu.ServeSeq) ([]gpu.Sampled, error) {
 	}
 	defer C.t2_use_stream(nil, nil) // back to the legacy stream for anything else in the process
 	launch := func(s *seq) {
-		d.forward(s, p.n, nitems)
+		d.forward(s, p.n, nitems, p.maxRows, p.pure)
 		if rows > 0 {
 			d.sample(s, rows)
 		}
 	}
-	if d.noGraphs {
-		s := &seq{}
+	if d.noGraphs || d.prof != nil {
+		s := &seq{prof: d.prof}
 		launch(s)
 		if s.err != nil {
+			if d.prof != nil {
+				d.prof.pending, d.prof.used = d.prof.pending[:0], 0
+			}
 			return nil, s.err
 		}
-	} else if err := d.replay(graphKey{p.n, nitems, rows}, launch); err != nil {
+		if d.prof != nil {
+			if err := s.finish("decoder step"); err != nil {
+				return nil, err
+			}
+		}
+	} else if err := d.replay(graphKey{p.n, nitems, rows, p.maxRows, p.pure}, launch); err != nil {
 		return nil, err
 	}
 	if rows == 0 {
@@ -573,6 +601,21 @@ func (d *Decoder) Step(seqs []gpu.ServeSeq) ([]gpu.Sampled, error) {
 		out[i] = gpu.Sampled{Token: raw[2*i], LogProb: math.Float32frombits(uint32(raw[2*i+1]))}
 	}
 	return out, nil
+}
+
+// setProfiling turns the per-operation profiler on (steps then launch without graphs, each launch
+// between CUDA events) or off; on clears earlier totals.
+func (d *Decoder) setProfiling(on bool) error {
+	if d.prof != nil {
+		if err := d.prof.close(); err != nil {
+			return err
+		}
+		d.prof = nil
+	}
+	if on {
+		d.prof = &profiler{totals: map[string]*OpTime{}}
+	}
+	return nil
 }
 
 // replay launches the graph of the step's shape, capturing it from launch first if it is new.
@@ -605,8 +648,10 @@ func (d *Decoder) replay(key graphKey, launch func(*seq)) error {
 }
 
 // forward runs the embedding and every layer over the step's n tokens, leaving the last layer's
-// output (before the final norm) in ws.x0 or ws.x1 (finalX).
-func (d *Decoder) forward(s *seq, n, nitems int) {
+// output (before the final norm) in ws.x0. The residual add that closes layer l is fused into layer
+// l+1's input RMSNorm (t2_rmsnorm_fwd with a delta: the same bf16 sum, one kernel fewer a layer).
+// pure: decode tokens with context only, attention entirely from the paged kernel (no FA2).
+func (d *Decoder) forward(s *seq, n, nitems, maxRows int, pure bool) {
 	c, w := d.cfg, &d.ws
 	H, I, nh, nkv, hd := c.HiddenSize, c.IntermediateSize, c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
 	QD, KVD := c.QDim(), c.KVDim()
@@ -614,20 +659,29 @@ func (d *Decoder) forward(s *seq, n, nitems int) {
 	eps, theta := C.float(c.RMSNormEps), C.float(c.RopeTheta)
 	pw := func(o int) dptr { return off(d.param, o, 2) }
 	slots := d.kv.Tokens()
-	s.do("tree block maxima", func() C.t2_status { return C.t2_tree_blockmax(i32p(w.blockmax), i32p(w.send), ci(n)) })
+	if !pure {
+		s.do("tree block maxima", func() C.t2_status { return C.t2_tree_blockmax(i32p(w.blockmax), i32p(w.send), ci(n)) })
+	}
 	s.do("embedding", func() C.t2_status { return C.t2_embedding_fwd(w.x0, i32p(w.tokens), pw(d.pl.embed), ci(n), ci(H)) })
+	hasBase := C.int(1)
+	if pure {
+		hasBase = 0
+	}
 	for l := range c.NumHiddenLayers {
 		lo := d.pl.layers[l]
-		xin, xout := w.x0, w.x1
-		if l%2 == 1 {
-			xin, xout = w.x1, w.x0
-		}
+		xin := w.x0 // this layer's input (residual stream)
 		kc := off(d.kc, l*slots*KVD, 2)
 		vc := off(d.vc, l*slots*KVD, 2)
-		at := func(op string) string { return fmt.Sprintf("decoder layer %d %s", l, op) }
-		s.do(at("input_layernorm"), func() C.t2_status {
-			return C.t2_rmsnorm_fwd(w.xn, nil, f32p(w.rstd), xin, nil, pw(lo.ln1), ci(n), ci(H), eps)
-		})
+		at := func(op string) string { return fmt.Sprintf("layer %d %s", l, op) }
+		if l == 0 {
+			s.do(at("input_layernorm"), func() C.t2_status {
+				return C.t2_rmsnorm_fwd(w.xn, nil, f32p(w.rstd), xin, nil, pw(lo.ln1), ci(n), ci(H), eps)
+			})
+		} else { // xin = x2 + a of the previous layer, then its norm
+			s.do(at("residual + input_layernorm"), func() C.t2_status {
+				return C.t2_rmsnorm_fwd(w.xn, xin, f32p(w.rstd), w.x2, w.a, pw(lo.ln1), ci(n), ci(H), eps)
+			})
+		}
 		s.do(at("qkv_proj"), func() C.t2_status {
 			return C.t2_linear_fwd(d.ctx, w.qkv, w.xn, pw(lo.qkv), ci(n), ci(H), ci(QKV))
 		})
@@ -639,18 +693,20 @@ func (d *Decoder) forward(s *seq, n, nitems int) {
 		s.do(at("kv write"), func() C.t2_status {
 			return C.t2_kv_write(kc, vc, w.kr, vnew, ci(KVD), ci(QKV), i32p(w.slots), ci(n), ci(KVD))
 		})
-		s.do(at("attention (step tokens)"), func() C.t2_status {
-			return C.t2_attention_fwd(w.att, f32p(w.lse), w.qr, w.kr, vnew, ci(QD), ci(KVD), ci(QKV),
-				i32p(w.send), i32p(w.blockmax), ci(n), ci(nh), ci(nkv), ci(hd), C.T2_ATT_FA2)
-		})
+		if !pure {
+			s.do(at("attention (step tokens)"), func() C.t2_status {
+				return C.t2_attention_fwd(w.att, f32p(w.lse), w.qr, w.kr, vnew, ci(QD), ci(KVD), ci(QKV),
+					i32p(w.send), i32p(w.blockmax), ci(n), ci(nh), ci(nkv), ci(hd), C.T2_ATT_FA2)
+			})
+		}
 		if nitems > 0 {
 			s.do(at("paged attention"), func() C.t2_status {
 				return C.t2_paged_attention(f32p(w.partO), f32p(w.partLse), w.qr, ci(QD), kc, vc, i32p(w.tables),
-					i32p(w.items), ci(nitems), ci(d.kv.BlockSize), ci(nh), ci(nkv), ci(hd))
+					i32p(w.items), ci(nitems), ci(d.kv.BlockSize), ci(nh), ci(nkv), ci(hd), ci(maxRows))
 			})
 			s.do(at("attention merge"), func() C.t2_status {
 				return C.t2_paged_merge(w.att, f32p(w.lse), f32p(w.partO), f32p(w.partLse), i32p(w.tokInfo),
-					ci(n), ci(nh), ci(nkv), ci(hd))
+					ci(n), ci(nh), ci(nkv), ci(hd), hasBase)
 			})
 		}
 		s.do(at("o_proj"), func() C.t2_status {
@@ -666,16 +722,8 @@ func (d *Decoder) forward(s *seq, n, nitems int) {
 		s.do(at("down_proj"), func() C.t2_status {
 			return C.t2_linear_fwd(d.ctx, w.a, w.h, pw(lo.down), ci(n), ci(I), ci(H))
 		})
-		s.do(at("residual"), func() C.t2_status { return C.t2_add_bf16(xout, w.x2, w.a, csz(n*H)) })
 	}
-}
-
-// finalX is the buffer the last layer wrote.
-func (d *Decoder) finalX() dptr {
-	if d.cfg.NumHiddenLayers%2 == 1 {
-		return d.ws.x1
-	}
-	return d.ws.x0
+	s.do("residual", func() C.t2_status { return C.t2_add_bf16(w.x0, w.x2, w.a, csz(n*H)) })
 }
 
 // sample gathers the sampled rows' hidden states, applies the final norm and the LM head to them
@@ -685,7 +733,7 @@ func (d *Decoder) sample(s *seq, rows int) {
 	H, V := c.HiddenSize, c.VocabSize
 	pw := func(o int) dptr { return off(d.param, o, 2) }
 	s.do("gather sampled rows", func() C.t2_status {
-		return C.t2_gather_rows(w.a, d.finalX(), i32p(w.rowIdx), ci(rows), ci(H))
+		return C.t2_gather_rows(w.a, w.x0, i32p(w.rowIdx), ci(rows), ci(H))
 	})
 	s.do("final norm", func() C.t2_status {
 		return C.t2_rmsnorm_fwd(w.xn, nil, f32p(w.rstd), w.a, nil, pw(d.pl.norm), ci(rows), ci(H), C.float(c.RMSNormEps))

@@ -101,7 +101,7 @@ func BenchmarkDecode(b *testing.B) {
 						Sample: true, Params: gpu.SampleParams{Temperature: 1, TopP: 1}, Uniform: rng.Float64()}
 				}
 				kvRead := float64(sh.batch) * float64(sh.ctx+1) * float64(m.cfg.KVBytesPerToken(2))
-				floor := (weightBytes(m.cfg) + kvRead) / (bw / 2) // copy bandwidth counts bytes read + written
+				floor := (weightBytes(m.cfg) + kvRead) / bw // bw: bytes read + written per second of a copy
 				modes := []bool{false}
 				if sh.batch <= 16 {
 					modes = append(modes, true) // also without CUDA graphs: what the launches cost
@@ -130,11 +130,43 @@ func BenchmarkDecode(b *testing.B) {
 						CopyGBs: bw / 1e9, Note: note})
 				}
 				d.noGraphs = false
+				if sh.batch == 1 || sh.batch == 64 {
+					profileDecode(b, d, fmt.Sprintf("decode-%s-batch%d", m.name, sh.batch), seqs)
+				}
 			})
 		}
 		if err := d.Close(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// profileDecode runs 5 steps with the per-operation profiler and logs (and writes to
+// $T2_REPORT_DIR/profile-<name>.txt) the device time per operation and step.
+func profileDecode(b *testing.B, d *Decoder, name string, seqs []gpu.ServeSeq) {
+	if err := d.setProfiling(true); err != nil {
+		b.Fatal(err)
+	}
+	defer d.setProfiling(false)
+	const steps = 5
+	for range steps {
+		if _, err := d.Step(seqs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var sb strings.Builder
+	var total float64
+	ops := d.prof.sorted()
+	for _, o := range ops {
+		total += o.MS
+	}
+	fmt.Fprintf(&sb, "%s: %.3f ms of device time per step\n", name, total/steps)
+	for _, o := range ops {
+		fmt.Fprintf(&sb, "  %-28s %5d launches/step %8.3f ms/step %5.1f%%\n", o.Op, o.Calls/steps, o.MS/steps, 100*o.MS/total)
+	}
+	b.Log(sb.String())
+	if dir := os.Getenv("T2_REPORT_DIR"); dir != "" {
+		_ = os.WriteFile(filepath.Join(dir, "profile-"+name+".txt"), []byte(sb.String()), 0o644)
 	}
 }
 

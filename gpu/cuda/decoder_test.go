@@ -54,88 +54,92 @@ func TestServeAttentionKernels(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(tc.nh), uint64(tc.d)))
 			cfg := smallConfig()
 			cfg.NumAttentionHeads, cfg.NumKeyValueHeads, cfg.HeadDim = tc.nh, tc.nkv, tc.d
-			kv := gpu.KVCacheSpec{BlockSize: tc.bs, NumBlocks: 512}
+			kv := gpu.KVCacheSpec{BlockSize: tc.bs, NumBlocks: 1024}
 			pool := newBlockPool(rng, kv.NumBlocks)
 			KVD, QD := cfg.KVDim(), cfg.QDim()
 			type shape struct{ start, len int }
-			shapes := []shape{{0, 1}, {0, 70}, {5, 1}, {700, 1}, {37, 9}, {300, 40}, {1, 1}, {129, 130}, {16, 16}}
-			var seqs []gpu.ServeSeq
-			for _, sh := range shapes {
-				nb := (sh.start + sh.len + kv.BlockSize - 1) / kv.BlockSize
-				seqs = append(seqs, gpu.ServeSeq{Tokens: make([]int32, sh.len), Start: sh.start, Blocks: pool.take(nb)})
-			}
-			n := 0
-			for _, s := range seqs {
-				n += len(s.Tokens)
-			}
-			pr := &servAttnProblem{cfg: cfg, kv: kv, seqs: seqs,
-				cacheK: randBF16(rng, kv.Tokens()*KVD, 1), cacheV: randBF16(rng, kv.Tokens()*KVD, 1),
-				q: randBF16(rng, n*QD, 2), k: randBF16(rng, n*KVD, 1), v: randBF16(rng, n*KVD, 1)}
-			att, ck, cv, err := runServeAttention(pr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// expected cache: the old one with the new rows at their slots
-			wantK, wantV := append([]uint16(nil), pr.cacheK...), append([]uint16(nil), pr.cacheV...)
-			slotOf := func(s gpu.ServeSeq, pos int) int {
-				return int(s.Blocks[pos/kv.BlockSize])*kv.BlockSize + pos%kv.BlockSize
-			}
-			r := 0
-			for _, s := range seqs {
-				for i := range s.Tokens {
-					sl := slotOf(s, s.Start+i)
-					copy(wantK[sl*KVD:(sl+1)*KVD], pr.k[(r+i)*KVD:])
-					copy(wantV[sl*KVD:(sl+1)*KVD], pr.v[(r+i)*KVD:])
+			// a mixed step (FA2 over the chunks merged with the paged kernel), then decode tokens
+			// only (the paged kernel alone)
+			for _, shapes := range [][]shape{{{0, 1}, {0, 70}, {5, 1}, {700, 1}, {37, 9}, {300, 40}, {1, 1}, {129, 130}, {16, 16}},
+				{{5, 1}, {700, 1}, {1, 1}, {129, 1}, {64, 1}, {2000, 1}}} {
+				var seqs []gpu.ServeSeq
+				for _, sh := range shapes {
+					nb := (sh.start + sh.len + kv.BlockSize - 1) / kv.BlockSize
+					seqs = append(seqs, gpu.ServeSeq{Tokens: make([]int32, sh.len), Start: sh.start, Blocks: pool.take(nb)})
 				}
-				r += len(s.Tokens)
-			}
-			for i := range wantK {
-				if ck[i] != wantK[i] || cv[i] != wantV[i] {
-					t.Fatalf("cache element %d after kv_write: got %04x/%04x want %04x/%04x", i, ck[i], cv[i], wantK[i], wantV[i])
+				n := 0
+				for _, s := range seqs {
+					n += len(s.Tokens)
 				}
-			}
-			K, V, Q := bf16s(wantK), bf16s(wantV), bf16s(pr.q)
-			ref := make([]float64, n*QD)
-			g := tc.nh / tc.nkv
-			scale := 1 / math.Sqrt(float64(tc.d))
-			r = 0
-			for _, s := range seqs {
-				for i := range s.Tokens {
-					pos := s.Start + i
-					for h := range tc.nh {
-						kvh := h / g
-						q := Q[(r+i)*QD+h*tc.d:][:tc.d]
-						sc := make([]float64, pos+1)
-						mx := math.Inf(-1)
-						for p := 0; p <= pos; p++ {
-							k := K[slotOf(s, p)*KVD+kvh*tc.d:][:tc.d]
-							var dot float64
-							for c := range q {
-								dot += q[c] * k[c]
+				pr := &servAttnProblem{cfg: cfg, kv: kv, seqs: seqs,
+					cacheK: randBF16(rng, kv.Tokens()*KVD, 1), cacheV: randBF16(rng, kv.Tokens()*KVD, 1),
+					q: randBF16(rng, n*QD, 2), k: randBF16(rng, n*KVD, 1), v: randBF16(rng, n*KVD, 1)}
+				att, ck, cv, err := runServeAttention(pr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// expected cache: the old one with the new rows at their slots
+				wantK, wantV := append([]uint16(nil), pr.cacheK...), append([]uint16(nil), pr.cacheV...)
+				slotOf := func(s gpu.ServeSeq, pos int) int {
+					return int(s.Blocks[pos/kv.BlockSize])*kv.BlockSize + pos%kv.BlockSize
+				}
+				r := 0
+				for _, s := range seqs {
+					for i := range s.Tokens {
+						sl := slotOf(s, s.Start+i)
+						copy(wantK[sl*KVD:(sl+1)*KVD], pr.k[(r+i)*KVD:])
+						copy(wantV[sl*KVD:(sl+1)*KVD], pr.v[(r+i)*KVD:])
+					}
+					r += len(s.Tokens)
+				}
+				for i := range wantK {
+					if ck[i] != wantK[i] || cv[i] != wantV[i] {
+						t.Fatalf("cache element %d after kv_write: got %04x/%04x want %04x/%04x", i, ck[i], cv[i], wantK[i], wantV[i])
+					}
+				}
+				K, V, Q := bf16s(wantK), bf16s(wantV), bf16s(pr.q)
+				ref := make([]float64, n*QD)
+				g := tc.nh / tc.nkv
+				scale := 1 / math.Sqrt(float64(tc.d))
+				r = 0
+				for _, s := range seqs {
+					for i := range s.Tokens {
+						pos := s.Start + i
+						for h := range tc.nh {
+							kvh := h / g
+							q := Q[(r+i)*QD+h*tc.d:][:tc.d]
+							sc := make([]float64, pos+1)
+							mx := math.Inf(-1)
+							for p := 0; p <= pos; p++ {
+								k := K[slotOf(s, p)*KVD+kvh*tc.d:][:tc.d]
+								var dot float64
+								for c := range q {
+									dot += q[c] * k[c]
+								}
+								sc[p] = dot * scale
+								mx = max(mx, sc[p])
 							}
-							sc[p] = dot * scale
-							mx = max(mx, sc[p])
-						}
-						var sum float64
-						for p := range sc {
-							sc[p] = math.Exp(sc[p] - mx)
-							sum += sc[p]
-						}
-						o := ref[(r+i)*QD+h*tc.d:][:tc.d]
-						for p := range sc {
-							v := V[slotOf(s, p)*KVD+kvh*tc.d:][:tc.d]
-							for c := range o {
-								o[c] += sc[p] / sum * v[c]
+							var sum float64
+							for p := range sc {
+								sc[p] = math.Exp(sc[p] - mx)
+								sum += sc[p]
+							}
+							o := ref[(r+i)*QD+h*tc.d:][:tc.d]
+							for p := range sc {
+								v := V[slotOf(s, p)*KVD+kvh*tc.d:][:tc.d]
+								for c := range o {
+									o[c] += sc[p] / sum * v[c]
+								}
 							}
 						}
 					}
+					r += len(s.Tokens)
 				}
-				r += len(s.Tokens)
-			}
-			e := relErrBF16(att, ref)
-			t.Logf("relative error vs float64: %.2e (%d tokens, %d sequences)", e, n, len(seqs))
-			if !(e < 1e-2) {
-				t.Fatalf("serve attention relative error %.3e (want < 1e-2)", e)
+				e := relErrBF16(att, ref)
+				t.Logf("relative error vs float64: %.2e (%d tokens, %d sequences)", e, n, len(seqs))
+				if !(e < 1e-2) {
+					t.Fatalf("serve attention relative error %.3e (want < 1e-2)", e)
+				}
 			}
 		})
 	}

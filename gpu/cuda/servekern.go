@@ -33,7 +33,7 @@ type servAttnProblem struct {
 
 // runServeAttention writes the new keys and values into a copy of the cache (t2_kv_write), runs
 // the FA2 kernel over the step's tokens, the paged kernel over the cached context and the merge,
-// exactly as a Decoder layer does, and returns the attention output [n, nh·d] and the cache after
+// (or, for a step of decode tokens only, the paged kernel alone) exactly as a Decoder layer does, and returns the attention output [n, nh·d] and the cache after
 // the write. Outputs are poisoned (NaN) before the run.
 func runServeAttention(pr *servAttnProblem) (att, cacheK, cacheV []uint16, err error) {
 	c := pr.cfg
@@ -77,17 +77,22 @@ func runServeAttention(pr *servAttnProblem) (att, cacheK, cacheV []uint16, err e
 	s.do("kv write", func() C.t2_status {
 		return C.t2_kv_write(bufK, bufV, dk, dv, ci(KVD), ci(KVD), i32p(slots), ci(n), ci(KVD))
 	})
-	s.do("fa2", func() C.t2_status {
-		return C.t2_attention_fwd(datt, f32p(lse), dq, dk, dv, ci(QD), ci(KVD), ci(KVD), i32p(send), i32p(bmax),
-			ci(n), ci(nh), ci(nkv), ci(hd), C.T2_ATT_FA2)
-	})
+	hasBase := C.int(1)
+	if p.pure {
+		hasBase = 0
+	} else {
+		s.do("fa2", func() C.t2_status {
+			return C.t2_attention_fwd(datt, f32p(lse), dq, dk, dv, ci(QD), ci(KVD), ci(KVD), i32p(send), i32p(bmax),
+				ci(n), ci(nh), ci(nkv), ci(hd), C.T2_ATT_FA2)
+		})
+	}
 	if nitems > 0 {
 		s.do("paged", func() C.t2_status {
 			return C.t2_paged_attention(f32p(partO), f32p(partLse), dq, ci(QD), bufK, bufV, i32p(tables), i32p(items),
-				ci(nitems), ci(pr.kv.BlockSize), ci(nh), ci(nkv), ci(hd))
+				ci(nitems), ci(pr.kv.BlockSize), ci(nh), ci(nkv), ci(hd), ci(p.maxRows))
 		})
 		s.do("merge", func() C.t2_status {
-			return C.t2_paged_merge(datt, f32p(lse), f32p(partO), f32p(partLse), i32p(info), ci(n), ci(nh), ci(nkv), ci(hd))
+			return C.t2_paged_merge(datt, f32p(lse), f32p(partO), f32p(partLse), i32p(info), ci(n), ci(nh), ci(nkv), ci(hd), hasBase)
 		})
 	}
 	if err := s.finish("serve attention"); err != nil {

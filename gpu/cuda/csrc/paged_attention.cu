@@ -9,7 +9,9 @@
  *                 one key range), writing a normalised partial output and its base-2 log-sum-exp;
  *   paged_merge   merges the partials with the FA2 kernel's result over the step's own tokens (the
  *                 in-chunk causal part, run by t2_attention_fwd on the packed step), as FlashInfer's
- *                 merge_state does, writing the bf16 attention output in place.
+ *                 merge_state does, writing the bf16 attention output in place; a step of decode
+ *                 tokens only skips FA2: its items cover [0, start] (the token's own key is written
+ *                 first) and the merge has no base.
  *
  * Cache layout: per layer one K and one V buffer of [slots][kv_heads·head_dim] bf16, slot =
  * block·block_size + offset: one token's keys of all KV heads are contiguous (a 16-byte vector
@@ -53,12 +55,11 @@ extern "C" t2_status t2_kv_write(void *kc, void *vc, const void *k, const void *
 /* One block per work item. Shared: Q rows (fp32, pre-scaled), a chunk of K and V (bf16 rows of
  * D/2+1 words: the score loop's lanes read 32 different keys at one column, conflict-free), the
  * chunk's scores/probabilities, and the rows' running max, sum and rescale factor. */
-template <int D>
+template <int D, int R>
 __global__ void __launch_bounds__(PA_THREADS) paged_attn_kernel(float *part_o, float *part_lse, const bf16 *q,
                                                                 int q_stride, const bf16 *kc, const bf16 *vc,
                                                                 const int32_t *tables, const int32_t *items,
                                                                 int block_size, int g, int kvdim, float sl2) {
-    constexpr int R = T2_PAGED_ROWS;
     constexpr int W = D / 2 + 1; /* words per shared K/V row */
     __shared__ float sQ[R][D];
     __shared__ uint32_t sK[PA_KEYS * W];
@@ -85,8 +86,8 @@ __global__ void __launch_bounds__(PA_THREADS) paged_attn_kernel(float *part_o, f
         sL[tid] = 0.f;
     }
     /* output accumulators: column oc, rows orow0 + i·ORS */
-    constexpr int ORS = PA_THREADS / D;  /* 1 (D=128) or 2 (D=64) */
-    constexpr int NACC = R / ORS;        /* 16 or 8 */
+    constexpr int ORS = PA_THREADS / D;           /* 1 (D=128) or 2 (D=64) */
+    constexpr int NACC = R / ORS > 0 ? R / ORS : 1; /* rows per thread */
     const int oc = tid % D, orow0 = tid / D;
     float acc[NACC];
 #pragma unroll
@@ -174,28 +175,48 @@ __global__ void __launch_bounds__(PA_THREADS) paged_attn_kernel(float *part_o, f
         const int r = orow0 + i * ORS;
         if (r < rows) {
             const float l = sL[r];
-            part_o[((size_t)pidx * R + r) * D + oc] = l > 0.f ? acc[i] / l : 0.f;
-            if (oc == 0) part_lse[(size_t)pidx * R + r] = l > 0.f ? sM[r] + log2f(l) : -INFINITY;
+            part_o[((size_t)pidx * T2_PAGED_ROWS + r) * D + oc] = l > 0.f ? acc[i] / l : 0.f;
+            if (oc == 0) part_lse[(size_t)pidx * T2_PAGED_ROWS + r] = l > 0.f ? sM[r] + log2f(l) : -INFINITY;
         }
+    }
+}
+
+template <int D, int R>
+static void paged_launch(int nitems, float *part_o, float *part_lse, const void *q, int q_stride, const void *kc,
+                         const void *vc, const int32_t *tables, const int32_t *items, int block_size, int g, int kvdim,
+                         float sl2) {
+    paged_attn_kernel<D, R><<<nitems, PA_THREADS, 0, t2_stream>>>(part_o, part_lse, (const bf16 *)q, q_stride,
+                                                                  (const bf16 *)kc, (const bf16 *)vc, tables, items,
+                                                                  block_size, g, kvdim, sl2);
+}
+
+template <int D>
+static void paged_launch_rows(int rmax, int nitems, float *part_o, float *part_lse, const void *q, int q_stride,
+                              const void *kc, const void *vc, const int32_t *tables, const int32_t *items,
+                              int block_size, int g, int kvdim, float sl2) {
+    switch (rmax) {
+    case 2: paged_launch<D, 2>(nitems, part_o, part_lse, q, q_stride, kc, vc, tables, items, block_size, g, kvdim, sl2); break;
+    case 4: paged_launch<D, 4>(nitems, part_o, part_lse, q, q_stride, kc, vc, tables, items, block_size, g, kvdim, sl2); break;
+    case 8: paged_launch<D, 8>(nitems, part_o, part_lse, q, q_stride, kc, vc, tables, items, block_size, g, kvdim, sl2); break;
+    default:
+        paged_launch<D, T2_PAGED_ROWS>(nitems, part_o, part_lse, q, q_stride, kc, vc, tables, items, block_size, g,
+                                       kvdim, sl2);
     }
 }
 
 extern "C" t2_status t2_paged_attention(float *part_o, float *part_lse, const void *q, int q_stride, const void *kc,
                                         const void *vc, const int32_t *tables, const int32_t *items, int nitems,
-                                        int block_size, int nh, int nkv, int d) {
+                                        int block_size, int nh, int nkv, int d, int max_rows) {
     T2_REQUIRE(nitems > 0 && nh > 0 && nkv > 0 && nh % nkv == 0 && nh / nkv <= T2_PAGED_ROWS && block_size > 0,
                "t2_paged_attention(shape)");
+    /* the kernel's row capacity: the smallest of 2, 4, 8, 16 holding every item's rows */
+    const int rmax = max_rows <= 2 ? 2 : max_rows <= 4 ? 4 : max_rows <= 8 ? 8 : T2_PAGED_ROWS;
+    T2_REQUIRE(max_rows >= 1 && max_rows <= T2_PAGED_ROWS, "t2_paged_attention(max_rows)");
     const float sl2 = (float)(1.4426950408889634 / sqrt((double)d));
     const int g = nh / nkv, kvdim = nkv * d;
     switch (d) {
-    case 64:
-        paged_attn_kernel<64><<<nitems, PA_THREADS, 0, t2_stream>>>(part_o, part_lse, (const bf16 *)q, q_stride, (const bf16 *)kc,
-                                                      (const bf16 *)vc, tables, items, block_size, g, kvdim, sl2);
-        break;
-    case 128:
-        paged_attn_kernel<128><<<nitems, PA_THREADS, 0, t2_stream>>>(part_o, part_lse, (const bf16 *)q, q_stride, (const bf16 *)kc,
-                                                       (const bf16 *)vc, tables, items, block_size, g, kvdim, sl2);
-        break;
+    case 64: paged_launch_rows<64>(rmax, nitems, part_o, part_lse, q, q_stride, kc, vc, tables, items, block_size, g, kvdim, sl2); break;
+    case 128: paged_launch_rows<128>(rmax, nitems, part_o, part_lse, q, q_stride, kc, vc, tables, items, block_size, g, kvdim, sl2); break;
     default: return t2_fail(-1, "t2_paged_attention(head_dim)", __FILE__, __LINE__, "head_dim must be 64 or 128");
     }
     T2_LAUNCHED("paged_attn_kernel");
@@ -205,7 +226,7 @@ extern "C" t2_status t2_paged_attention(float *part_o, float *part_lse, const vo
 /* One warp per (token, head). tok_info[t] = {first item, splits, row of the token's first head in
  * its items}: the partials of (t, h) are items first + (h / g)·splits + s, row row0 + h % g. */
 __global__ void paged_merge_kernel(bf16 *att, const float *lse, const float *part_o, const float *part_lse,
-                                   const int32_t *tok_info, int n, int nh, int g, int d) {
+                                   const int32_t *tok_info, int n, int nh, int g, int d, int has_base) {
     const long wid = ((long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (wid >= (long)n * nh) return;
@@ -213,14 +234,15 @@ __global__ void paged_merge_kernel(bf16 *att, const float *lse, const float *par
     const int first = tok_info[3 * t], splits = tok_info[3 * t + 1], row = tok_info[3 * t + 2] + h % g;
     if (first < 0) return;
     const int base = first + (h / g) * splits;
-    float m = lse[(size_t)h * n + t];
+    const float l0 = has_base ? lse[(size_t)h * n + t] : -INFINITY;
+    float m = l0;
     for (int s = 0; s < splits; ++s) m = fmaxf(m, part_lse[(size_t)(base + s) * T2_PAGED_ROWS + row]);
     bf16 *o = att + (size_t)t * nh * d + h * d;
-    const float w0 = exp2f(lse[(size_t)h * n + t] - m);
+    const float w0 = has_base ? exp2f(l0 - m) : 0.f;
     float acc[4], wsum = w0;
     const int per = d / 32; /* 2 or 4 columns per lane */
 #pragma unroll
-    for (int i = 0; i < 4; ++i) acc[i] = i < per ? w0 * __bfloat162float(o[lane * per + i]) : 0.f;
+    for (int i = 0; i < 4; ++i) acc[i] = i < per && has_base ? w0 * __bfloat162float(o[lane * per + i]) : 0.f;
     for (int s = 0; s < splits; ++s) {
         const size_t pr = (size_t)(base + s) * T2_PAGED_ROWS + row;
         const float w = exp2f(part_lse[pr] - m);
@@ -235,11 +257,11 @@ __global__ void paged_merge_kernel(bf16 *att, const float *lse, const float *par
 }
 
 extern "C" t2_status t2_paged_merge(void *att, const float *lse, const float *part_o, const float *part_lse,
-                                    const int32_t *tok_info, int n, int nh, int nkv, int d) {
+                                    const int32_t *tok_info, int n, int nh, int nkv, int d, int has_base) {
     T2_REQUIRE(n > 0 && nh > 0 && nkv > 0 && nh % nkv == 0 && (d == 64 || d == 128), "t2_paged_merge(shape)");
     const long warps = (long)n * nh;
     paged_merge_kernel<<<ceil_div(warps * 32, 256), 256, 0, t2_stream>>>((bf16 *)att, lse, part_o, part_lse, tok_info, n, nh,
-                                                           nh / nkv, d);
+                                                           nh / nkv, d, has_base);
     T2_LAUNCHED("paged_merge_kernel");
     return t2_ok();
 }

@@ -19,6 +19,7 @@
  * defines: t2_sample
  */
 #include "common.cuh"
+#include "vec.cuh"
 #include <math.h>
 #include <stdint.h>
 #include <limits.h>
@@ -52,6 +53,22 @@ template <typename T> __device__ __forceinline__ T bsum(T v, T *sh) {
     r = wsum(r);
     __syncthreads();
     return r;
+}
+
+/* fn(i, logit) for ids i = first, first + stride, … < end (in units of 8-id vectors when vec: 16-byte
+ * loads, the row being 16-byte aligned when v is a multiple of 8) */
+template <typename F>
+__device__ __forceinline__ void for_ids(const bf16 *L, bool vec, int first, int end, int stride, F fn) {
+    if (vec) {
+        for (int i8 = first; i8 < end; i8 += stride) {
+            float f[8];
+            unpack8(__ldg(reinterpret_cast<const uint4 *>(L) + i8), f);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) fn(i8 * 8 + e, f[e]);
+        }
+    } else {
+        for (int i = first; i < end; i += stride) fn(i, __bfloat162float(L[i]));
+    }
 }
 
 __device__ __forceinline__ void amax_merge(float &bv, int &bi, float ov, int oi) {
@@ -121,13 +138,14 @@ __global__ void __launch_bounds__(SP_THREADS) sample_kernel(int32_t *out, const 
     const float inv = greedy ? 1.f : __fdiv_rn(1.f, temp);
 
     /* 1. argmax (lowest id on ties) and the smallest logit */
+    const bool vec = v % 8 == 0;
+    const int vend = vec ? v / 8 : v;
     float bv = -INFINITY, mn = INFINITY;
     int bi = INT_MAX;
-    for (int i = tid; i < v; i += SP_THREADS) {
-        const float x = __bfloat162float(L[i]);
+    for_ids(L, vec, tid, vend, SP_THREADS, [&](int i, float x) {
         if (x > bv) bv = x, bi = i;
         mn = fminf(mn, x);
-    }
+    });
     for (int o = 16; o > 0; o >>= 1) {
         amax_merge(bv, bi, __shfl_xor_sync(0xffffffffu, bv, o), __shfl_xor_sync(0xffffffffu, bi, o));
         mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, o));
@@ -153,18 +171,19 @@ __global__ void __launch_bounds__(SP_THREADS) sample_kernel(int32_t *out, const 
     __syncthreads();
     const bool use_k = !greedy && k > 0 && k < v, use_p = !greedy && top_p < 1.f;
     double sum = 0.0;
-    for (int i = tid; i < v; i += SP_THREADS) {
-        const float d = __fsub_rn(__fmul_rn(__bfloat162float(L[i]), inv), zmax);
+    const bool hist = use_k || use_p;
+    for_ids(L, vec, tid, vend, SP_THREADS, [&](int, float x) {
+        const float d = __fsub_rn(__fmul_rn(x, inv), zmax);
         const float e = expf(d);
         sum += (double)e;
-        if (use_k || use_p) {
+        if (hist) {
             const float b = -d * 8.f;
             if (b < (float)SP_BUCKETS) {
                 atomicAdd(&s.hcount[(int)b], 1);
                 atomicAdd(&s.hmass[(int)b], e);
             }
         }
-    }
+    });
     sum = bsum(sum, s.dsh);
     const float logZ = (float)log(sum);
     if (greedy) {
@@ -228,17 +247,17 @@ __global__ void __launch_bounds__(SP_THREADS) sample_kernel(int32_t *out, const 
     }
 
     /* 4. the draw: warp w owns ids [w·seg, (w+1)·seg) */
-    const int seg = (v + SP_WARPS - 1) / SP_WARPS;
-    const int lo = warp * seg, hi = min(v, lo + seg);
+    const int seg = vec ? (v + 8 * SP_WARPS - 1) / (8 * SP_WARPS) * 8 : (v + SP_WARPS - 1) / SP_WARPS;
+    const int lo = min(v, warp * seg), hi = min(v, lo + seg);
     double wm = 0.0;
     int lastk = -1;
-    for (int i = lo + lane; i < hi; i += 32) {
-        const float z = __fmul_rn(__bfloat162float(L[i]), inv);
+    for_ids(L, vec, (vec ? lo / 8 : lo) + lane, vec ? hi / 8 : hi, 32, [&](int i, float x) {
+        const float z = __fmul_rn(x, inv);
         if (z >= thr) {
             wm += (double)expf(__fsub_rn(z, zmax));
             lastk = i;
         }
-    }
+    });
     wm = wsum(wm);
     for (int o = 16; o > 0; o >>= 1) lastk = max(lastk, __shfl_xor_sync(0xffffffffu, lastk, o));
     if (lane == 0) s.dsh[warp] = wm, s.ish[warp] = lastk;

@@ -168,15 +168,18 @@ t2_status t2_kv_write(void *kc, void *vc, const void *k, const void *v, int k_st
  * sequence's block table in tables, partial index, 0}: rows (token i, head kvh·g + j) → row i·g + j
  * of the item's T2_PAGED_ROWS partial rows. Each attends q rows (q [n, q_stride], head h at h·d) to
  * cached positions [key_lo, key_hi) and writes part_o [items·ROWS, d] (fp32, normalised) and
- * part_lse [items·ROWS] (base-2, scores scaled by log2(e)/sqrt(d), as t2_attention_fwd's lse). */
+ * part_lse [items·ROWS] (base-2, scores scaled by log2(e)/sqrt(d), as t2_attention_fwd's lse).
+ * max_rows (≤ ROWS) bounds every item's rows: the kernel is compiled for 2, 4, 8 and 16 rows, so a
+ * decode step (rows = the GQA group) runs no loop over absent rows. */
 #define T2_PAGED_ROWS 16
 t2_status t2_paged_attention(float *part_o, float *part_lse, const void *q, int q_stride, const void *kc,
                              const void *vc, const int32_t *tables, const int32_t *items, int nitems,
-                             int block_size, int nh, int nkv, int d);
+                             int block_size, int nh, int nkv, int d, int max_rows);
 /* att [n, nh·d] bf16 and lse [nh, n] hold t2_attention_fwd's result over the step's own tokens;
- * tokens with tok_info[3t] ≥ 0 ({first item, splits, first row}) get it merged with their partials. */
+ * tokens with tok_info[3t] ≥ 0 ({first item, splits, first row}) get it merged with their partials
+ * (has_base = 0: no such result, att is written from the partials alone). */
 t2_status t2_paged_merge(void *att, const float *lse, const float *part_o, const float *part_lse,
-                         const int32_t *tok_info, int n, int nh, int nkv, int d);
+                         const int32_t *tok_info, int n, int nh, int nkv, int d, int has_base);
 /* deterministic pseudo-random bf16 values of the given std (benchmark caches) */
 t2_status t2_fill_random_bf16(void *p, size_t count, uint32_t seed, float std);
 
