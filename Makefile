@@ -18,7 +18,7 @@ BENCHTIME ?= 1s
 BENCHCOUNT ?= 1
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run test test-short bench lint deps deps-system deps-npm clean
+.PHONY: all build run learn learn-cpu test test-short bench lint deps deps-system deps-npm clean
 
 all: build
 
@@ -45,6 +45,20 @@ deps-npm:
 
 run: deps build
 	@$(BIN)/tau2-run bin=$(BIN) $(RUN_ARGS)
+
+# learn is the learning experiment on one GPU (docs/LEARNING.md): demonstrations → SFT → GRPO with
+# tau2-sampler and the CUDA trainer → pass^k before/after → report and figures in run/<time>/.
+# learn-cpu runs every stage at a tiny scale on the pure-Go backend with the scripted stand-in.
+learn: deps build gpu-trainer
+	@if [ -d cmd/tau2-sampler ]; then \
+	  CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(CGO_LDFLAGS)" $(GO) build -tags cuda -o $(BIN)/tau2-sampler ./cmd/tau2-sampler || exit 1; \
+	else echo "cmd/tau2-sampler is missing: policy=sampler needs it"; exit 1; fi
+	@$(BIN)/tau2-run experiment bin=$(BIN) policy=sampler backend=cuda $(LEARN_ARGS)
+
+learn-cpu: deps build
+	@$(BIN)/tau2-run experiment bin=$(BIN) policy=scripted backend=cpu domain=mock split=base \
+	    model_config=deploy/models/qwen3-tiny/config.json tasks=2 demo_trials=2 sft_max_steps=1 \
+	    grpo_steps=1 group_size=2 batch_size=1 eval_trials=2 $(LEARN_ARGS)
 
 test: deps
 	$(GO) vet ./...

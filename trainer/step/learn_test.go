@@ -17,15 +17,17 @@ import (
 
 // The learning test: does GRPO through the real trainer (grouping, advantages, batch layout,
 // prefix-tree packing, the decoupled PPO loss, backward, AdamW, checkpoint, reload) make a policy
-// better at a task with a verifiable reward? A sign error, a wrong advantage or a broken gradient
-// anywhere on that path makes it fail (docs/LEARNING.md records each).
+// better at a task with a verifiable reward? A sign error in the loss, a mis-assigned advantage
+// and a wrong LM-head gradient each make it fail (each was tried; docs/LEARNING.md records the
+// failures).
 //
 // The toy task: a prompt (a shared 5-token "system prompt" and one task token) and a 2-token
-// completion sampled from a tiny Qwen3 (gpu.TinyConfig with a vocabulary of 32, random init); the reward is the fraction
-// of completion tokens congruent mod 4 to the token before them, so a random policy earns about 0.25. The sampler
-// is a second backend that loads each checkpoint, as an inference server would, and draws every
-// group at exactly the trainer's current version (so the run is deterministic). The expected
-// reward of the policy is computed exactly, over all 32 + 32² completions, at every version.
+// completion sampled from a tiny Qwen3 (gpu.TinyConfig with a vocabulary of 32, random init); the
+// reward is the fraction of completion tokens congruent mod 4 to the token before them, so a
+// random policy earns about 0.25. The sampler is a second backend that loads each checkpoint, as
+// an inference server would, and draws every group at exactly the trainer's current version (so
+// the run is deterministic). The expected reward of the policy is computed exactly, over all
+// 32 + 32² completions, at every version.
 
 const (
 	learnVocab    = 32
