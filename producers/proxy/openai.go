@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"net/http"
 	"strings"
+	"sync"
 
 	"tau2rl/lib/inference/chattemplate"
 )
@@ -188,6 +190,63 @@ func templateMessages(msgs []ChatMessage) ([]chattemplate.Message, error) {
 		out[i] = cm
 	}
 	return out, nil
+}
+
+// toolCache remembers tool lists already checked: clients send the same
+// tools on every call of a session, and of every session of a task.
+type toolCache struct {
+	seed maphash.Seed
+	once sync.Once
+	mu   sync.Mutex
+	ok   map[uint64][]byte // hash → the checked tools, joined
+}
+
+// maxToolCache bounds the cache; beyond it tool lists are checked each time.
+const maxToolCache = 1024
+
+func (c *toolCache) check(tools []json.RawMessage) error {
+	if len(tools) == 0 {
+		return nil
+	}
+	c.once.Do(func() { c.seed, c.ok = maphash.MakeSeed(), map[uint64][]byte{} })
+	var h maphash.Hash
+	h.SetSeed(c.seed)
+	n := 0
+	for _, t := range tools {
+		_, _ = h.Write(t)
+		_ = h.WriteByte(0)
+		n += len(t) + 1
+	}
+	sum := h.Sum64()
+	c.mu.Lock()
+	prev, found := c.ok[sum]
+	c.mu.Unlock()
+	if found && len(prev) == n {
+		same, off := true, 0
+		for _, t := range tools {
+			if !bytes.Equal(prev[off:off+len(t)], t) || prev[off+len(t)] != 0 {
+				same = false
+				break
+			}
+			off += len(t) + 1
+		}
+		if same {
+			return nil
+		}
+	}
+	if err := checkTools(tools); err != nil {
+		return err
+	}
+	joined := make([]byte, 0, n)
+	for _, t := range tools {
+		joined = append(append(joined, t...), 0)
+	}
+	c.mu.Lock()
+	if len(c.ok) < maxToolCache {
+		c.ok[sum] = joined
+	}
+	c.mu.Unlock()
+	return nil
 }
 
 // checkTools checks the tools are OpenAI function tools; the template
