@@ -26,7 +26,7 @@ type call struct {
 	msgs     []chattemplate.Message
 	keys     []msgKey
 	opts     chattemplate.Options
-	optsKey  string
+	optsKey  optsKey
 	n        int
 	stops    []string
 	maxToks  int // client's budget, 0 when unset
@@ -46,7 +46,7 @@ type choice struct {
 }
 
 // readChat decodes and validates a chat request.
-func readChat(r *http.Request, cfg Config, tools *toolCache) (*call, error) {
+func readChat(r *http.Request, cfg Config, ic *internCache) (*call, error) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -64,11 +64,12 @@ func readChat(r *http.Request, cfg Config, tools *toolCache) (*call, error) {
 		return nil, badRequest("", "request body is not a valid chat-completions request: %v", err)
 	}
 	req := &c.req
-	if c.msgs, err = templateMessages(req.Messages); err != nil {
+	if c.msgs, err = templateMessages(req.Messages, ic); err != nil {
 		return nil, err
 	}
 	c.keys = messageKeys(c.msgs)
-	if err := tools.check(req.Tools); err != nil {
+	tl, err := ic.checkTools(req.Tools)
+	if err != nil {
 		return nil, err
 	}
 	if err := checkToolChoice(req.ToolChoice); err != nil {
@@ -111,8 +112,8 @@ func readChat(r *http.Request, cfg Config, tools *toolCache) (*call, error) {
 		}
 		c.thinking = &b
 	}
-	c.opts = chattemplate.Options{Tools: req.Tools, EnableThinking: c.thinking}
-	c.optsKey = optionsKey(c.opts)
+	c.opts = chattemplate.Options{Tools: tl.tools, EnableThinking: c.thinking}
+	c.optsKey = optionsKey(c.thinking, tl)
 	return c, nil
 }
 
@@ -123,7 +124,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	if perr != nil {
 		return perr
 	}
-	c, err := readChat(r, s.cfg, &s.tools)
+	c, err := readChat(r, s.cfg, &s.intern)
 	if err != nil {
 		return err
 	}
@@ -203,9 +204,9 @@ func (s *Server) prepare(sess *session, c *call) (*state, error) {
 	case sess.inflight >= s.cfg.Limits.MaxSessionConcurrency:
 		return nil, &APIError{Status: http.StatusTooManyRequests, Type: errRateLimit, Code: "session_concurrency",
 			Message: fmt.Sprintf("session %q has %d calls in flight (limits.max_session_concurrency)", sess.meta.ID, sess.inflight)}
-	case len(sess.traj.Calls)+c.n > s.cfg.Limits.MaxCallsPerSession:
+	case len(sess.calls)+c.n > s.cfg.Limits.MaxCallsPerSession:
 		return nil, &APIError{Status: http.StatusTooManyRequests, Type: errRateLimit, Code: "session_call_limit",
-			Message: fmt.Sprintf("session %q has recorded %d calls (limits.max_calls_per_session %d); finish it", sess.meta.ID, len(sess.traj.Calls), s.cfg.Limits.MaxCallsPerSession)}
+			Message: fmt.Sprintf("session %q has recorded %d calls (limits.max_calls_per_session %d); finish it", sess.meta.ID, len(sess.calls), s.cfg.Limits.MaxCallsPerSession)}
 	}
 	now := time.Now().UTC()
 	base, exact := sess.match(c.keys, c.optsKey)
@@ -351,12 +352,15 @@ func (s *Server) record(sess *session, c *call, prompt *state, gens []llm.Genera
 			return nil, fmt.Errorf("proxy: record completion: %w", err)
 		}
 		t.n = len(h.Prompt())
-		idx, err := sess.traj.AppendCall(schemas.CallInput{Prompt: promptIDs, Completion: ch.ids,
+		if len(gens[i].Logprobs) < len(ch.ids) || len(gens[i].Versions) < len(ch.ids) {
+			return nil, &APIError{Status: http.StatusBadGateway, Type: errServer, Code: "policy_bad_response", Message: "the policy server returned fewer log-probs than tokens"}
+		}
+		// The prompt is a view of the state's token array, not a copy: the
+		// trajectory is assembled (prefix-shared) when the session finishes.
+		idx := len(sess.calls)
+		sess.calls = append(sess.calls, schemas.CallInput{Prompt: promptIDs, Completion: ch.ids,
 			BehaviorLogprobs: gens[i].Logprobs[:len(ch.ids)], VersionRuns: schemas.RunsFromVersions(gens[i].Versions[:len(ch.ids)]),
 			FinishReason: ch.recFinish, InvalidFormat: ch.invalid != "", LatencyMS: float64(gens[i].Latency.Microseconds()) / 1000})
-		if err != nil {
-			return nil, fmt.Errorf("proxy: record call: %w", err)
-		}
 		ch.callIndex = idx
 		if ch.invalid != "" {
 			sess.traj.InvalidFormatTurns++

@@ -52,7 +52,7 @@ type Server struct {
 	sem   *semaphore.Weighted
 
 	prefixes chattemplate.PrefixCache
-	tools    toolCache
+	intern   internCache
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -401,7 +401,7 @@ func (s *Server) dropBatch(ctx context.Context, sessions []*session, outcome, st
 		}
 		partial.Status, partial.Error, partial.EndedAt = schemas.StatusInfraError, msg, time.Now().UTC()
 		ie := schemas.InfraError{TaskID: sess.traj.TaskID, TrajectoryID: sess.traj.ID, RequestID: sess.traj.RequestID,
-			Domain: sess.traj.Domain, Stage: stage, Error: fmt.Sprintf("%s (session %s, %d calls)", msg, sess.meta.ID, len(sess.traj.Calls)),
+			Domain: sess.traj.Domain, Stage: stage, Error: fmt.Sprintf("%s (session %s, %d calls)", msg, sess.meta.ID, len(sess.calls)),
 			Time: time.Now().UTC(), Partial: &partial}
 		sess.mu.Unlock()
 		f, err := schemas.FrameControl(&ie)
@@ -432,7 +432,7 @@ func (s *Server) dropBatch(ctx context.Context, sessions []*session, outcome, st
 		sess.phase, sess.outcome = phaseDone, outcome
 		sess.mu.Unlock()
 		s.end(sess.meta.ID, outcome, "")
-		s.log.Info("session ended without a trajectory", "session", sess.meta.ID, "outcome", outcome, "calls", len(sess.traj.Calls))
+		s.log.Info("session ended without a trajectory", "session", sess.meta.ID, "outcome", outcome, "calls", len(sess.calls))
 	}
 	return err
 }

@@ -110,7 +110,7 @@ type state struct {
 	keys []msgKey          // match keys of the conversation's messages
 	msgs []schemas.Message // the conversation as recorded
 	hist *chattemplate.Incremental
-	opts string // tools and template options the history was rendered with
+	opts optsKey // tools and template options the history was rendered with
 	open bool
 	tip  *tip // the backing array of hist's ids
 }
@@ -134,8 +134,9 @@ func (st *state) fork() (*chattemplate.Incremental, *tip) {
 type session struct {
 	mu        sync.Mutex
 	meta      SessionMeta
-	traj      schemas.Trajectory
-	states    []*state // most recent first
+	traj      schemas.Trajectory  // without Calls: assembled at the finish
+	calls     []schemas.CallInput // the recorded calls, prompts as views of the states' arrays
+	states    []*state            // most recent first
 	drift     int
 	inflight  int
 	lastUsed  time.Time
@@ -190,29 +191,31 @@ func messageKeys(msgs []chattemplate.Message) []msgKey {
 	return out
 }
 
-// optionsKey identifies the template options a history was rendered with:
+// optsKey identifies the template options a history was rendered with:
 // the thinking switch and the tools' bytes as sent (clients send the same
 // bytes on every call; tools that differ only in whitespace render the same
-// but start a new prefix, which costs tokens, never exactness).
-func optionsKey(opts chattemplate.Options) string {
-	n := 8
-	for _, t := range opts.Tools {
-		n += len(t) + 1
+// but start a new prefix, which costs tokens, never exactness). The tools
+// key is the interned one, shared by every state.
+type optsKey struct {
+	thinking int8 // 0 unset, 1 false, 2 true
+	tools    string
+}
+
+func optionsKey(thinking *bool, tl *toolList) optsKey {
+	k := optsKey{tools: tl.key}
+	if thinking != nil {
+		k.thinking = 1
+		if *thinking {
+			k.thinking = 2
+		}
 	}
-	b := make([]byte, 0, n)
-	if opts.EnableThinking != nil {
-		b = strconv.AppendBool(b, *opts.EnableThinking)
-	}
-	for _, t := range opts.Tools {
-		b = append(append(b, 0), t...)
-	}
-	return string(b)
+	return k
 }
 
 // match finds the state a request continues: an open state with exactly
 // the request's messages (a retried call: same prompt), else the closed
 // state whose messages are the longest proper prefix of the request's.
-func (s *session) match(keys []msgKey, opts string) (st *state, exact bool) {
+func (s *session) match(keys []msgKey, opts optsKey) (st *state, exact bool) {
 	for _, c := range s.states {
 		if c.opts != opts || len(c.keys) > len(keys) {
 			continue
