@@ -62,7 +62,7 @@ func TestUsageErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{
-		{"kafka.brokers=[127.0.0.1:1]"},                                 // no key in $TAU2_PROXY_API_KEYS
+		{"kafka.brokers=[127.0.0.1:1]"},                                  // no key in $TAU2_PROXY_API_KEYS
 		{"kafka.brokers=[127.0.0.1:1]", "auth.api_keys_file=" + keyFile}, // a key file without keys
 		{"kafka.brokers=[127.0.0.1:1]", "auth.disabled=true", "max_new_tokens=0"},
 		{"kafka.brokers=[]", "auth.disabled=true"},
