@@ -55,7 +55,7 @@ func DefaultConfig() Config {
 
 func main() {
 	cfg := DefaultConfig()
-	cli.Main(cli.App{Name: "tau2-proxy", Usage: usage, MetricsAddr: ":9414"}, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
+	cli.Main(cli.App{Name: "tau2-proxy", Usage: usage, MetricsAddr: ":9420"}, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
 		return run(ctx, &cfg, rt)
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"tau2rl/lib/inference/chattemplate"
 	"tau2rl/lib/inference/llm"
@@ -79,6 +80,7 @@ type harness struct {
 	srv  *proxy.Server
 	url  string // proxy root
 	got  *received
+	reg  *prometheus.Registry // the proxy's metrics
 	stop func()
 }
 
@@ -138,7 +140,9 @@ func newHarnessWrap(tb testing.TB, script llmtest.Script, wrap func(rollout.Publ
 	if wrap != nil {
 		tp = wrap(trajs)
 	}
-	h.srv, err = proxy.New(cfg, proxy.Deps{Policy: pol, Tokenizer: tok, Trajectories: tp, InfraErrors: infra, APIKeys: keys})
+	h.reg = prometheus.NewRegistry()
+	h.srv, err = proxy.New(cfg, proxy.Deps{Policy: pol, Tokenizer: tok, Trajectories: tp, InfraErrors: infra, APIKeys: keys,
+		Metrics: proxy.NewMetrics(h.reg)})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -361,4 +365,3 @@ func jsonString(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
-

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"net/http"
 	"strings"
+	"sync"
 
 	"tau2rl/lib/inference/chattemplate"
 )
@@ -146,7 +148,7 @@ func contentText(raw json.RawMessage, param string) (string, error) {
 
 // templateMessages converts the request's messages into the chat template's
 // form. "developer" is OpenAI's newer name for system.
-func templateMessages(msgs []ChatMessage) ([]chattemplate.Message, error) {
+func templateMessages(msgs []ChatMessage, ic *internCache) ([]chattemplate.Message, error) {
 	if len(msgs) == 0 {
 		return nil, badRequest("messages", "messages must not be empty")
 	}
@@ -159,9 +161,10 @@ func templateMessages(msgs []ChatMessage) ([]chattemplate.Message, error) {
 		}
 		cm := chattemplate.Message{Role: m.Role, Content: text, ToolCallID: m.ToolCallID}
 		switch m.Role {
-		case "developer":
+		case "developer", chattemplate.RoleSystem:
 			cm.Role = chattemplate.RoleSystem
-		case chattemplate.RoleSystem, chattemplate.RoleUser:
+			cm.Content = ic.intern(text)
+		case chattemplate.RoleUser:
 		case chattemplate.RoleTool:
 			if m.ToolCallID == "" {
 				return nil, badRequest(param+".tool_call_id", "a tool message needs tool_call_id")
@@ -188,6 +191,83 @@ func templateMessages(msgs []ChatMessage) ([]chattemplate.Message, error) {
 		out[i] = cm
 	}
 	return out, nil
+}
+
+// internCache keeps one copy of the large values every call of every
+// session repeats — the tool list (~10 KB for τ²'s airline domain) and the
+// system prompt (~25 KB) — so that open sessions share them instead of each
+// holding the copy its requests decoded, and tool lists are checked once.
+type internCache struct {
+	seed  maphash.Seed
+	once  sync.Once
+	mu    sync.Mutex
+	tools map[uint64]*toolList
+	strs  map[uint64]string
+}
+
+// toolList is a checked tool list and its key (the tools' bytes joined).
+type toolList struct {
+	tools []json.RawMessage
+	key   string
+}
+
+// maxIntern bounds each map; beyond it values are checked and kept per call.
+const maxIntern = 1024
+
+func (c *internCache) init() {
+	c.once.Do(func() { c.seed, c.tools, c.strs = maphash.MakeSeed(), map[uint64]*toolList{}, map[uint64]string{} })
+}
+
+// checkTools checks tools (once per distinct list) and returns the shared
+// copy of the list and its key.
+func (c *internCache) checkTools(tools []json.RawMessage) (*toolList, error) {
+	if len(tools) == 0 {
+		return &toolList{}, nil
+	}
+	c.init()
+	n := 0
+	for _, t := range tools {
+		n += len(t) + 1
+	}
+	joined := make([]byte, 0, n)
+	for _, t := range tools {
+		joined = append(append(joined, t...), 0)
+	}
+	sum := maphash.Bytes(c.seed, joined)
+	c.mu.Lock()
+	prev, found := c.tools[sum]
+	c.mu.Unlock()
+	if found && prev.key == string(joined) {
+		return prev, nil
+	}
+	if err := checkTools(tools); err != nil {
+		return nil, err
+	}
+	tl := &toolList{tools: tools, key: string(joined)}
+	c.mu.Lock()
+	if len(c.tools) < maxIntern {
+		c.tools[sum] = tl
+	}
+	c.mu.Unlock()
+	return tl, nil
+}
+
+// intern returns the shared copy of a long string (short ones as they are).
+func (c *internCache) intern(s string) string {
+	if len(s) < 1024 {
+		return s
+	}
+	c.init()
+	sum := maphash.String(c.seed, s)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if prev, ok := c.strs[sum]; ok && prev == s {
+		return prev
+	}
+	if len(c.strs) < maxIntern {
+		c.strs[sum] = s
+	}
+	return s
 }
 
 // checkTools checks the tools are OpenAI function tools; the template

@@ -3,8 +3,10 @@ package proxy_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,4 +163,38 @@ func chunks0ID(chunks []map[string]any, c map[string]any) any {
 		return c["id"]
 	}
 	return chunks[0]["id"]
+}
+
+// A client that goes back to an earlier state (a branch) continues from it
+// token-exactly, and the later state it left keeps its tokens (the states
+// share one backing array until they diverge).
+func TestBranching(t *testing.T) {
+	h := newHarness(t, llmtest.ScriptFunc(func(ctx context.Context, c *llmtest.Call) (llmtest.Reply, error) {
+		return llmtest.Reply{Content: "answer to " + c.LastMessage().Content}, nil
+	}))
+	u := func(s string) any { return map[string]any{"role": "user", "content": s} }
+	_, out := h.chat(t, "br", map[string]any{"messages": []any{u("one")}})
+	a1, _ := firstChoice(t, out)
+	_, out = h.chat(t, "br", map[string]any{"messages": []any{u("one"), a1, u("two")}})
+	a2, _ := firstChoice(t, out)
+	if code, out := h.chat(t, "br", map[string]any{"messages": []any{u("one"), a1, u("three")}}); code != 200 {
+		t.Fatalf("%d %v", code, out)
+	}
+	if code, out := h.chat(t, "br", map[string]any{"messages": []any{u("one"), a1, u("two"), a2, u("four")}}); code != 200 {
+		t.Fatalf("%d %v", code, out)
+	}
+	h.finish(t, "br", 1)
+	tr := trajectories(t, h.kc, 1, 10*time.Second)[0]
+	sent := h.got.all()
+	checkTokenExact(t, h.tok, tr, sent, map[int]bool{2: true, 3: true})
+	imEnd, _ := h.tok.AddedTokenID("<|im_end|>")
+	for _, c := range []struct{ call, from int }{{2, 0}, {3, 1}} {
+		base := append(slices.Clone(sent[c.from]), tr.Calls[c.from].CompletionTokens...)
+		if base[len(base)-1] != imEnd || !slices.Equal(sent[c.call][:len(base)], base) {
+			t.Fatalf("call %d does not continue from call %d's answer", c.call, c.from)
+		}
+	}
+	if tr.Tags["template_drift"] != "" {
+		t.Fatalf("a branch from a kept state is not drift: %v", tr.Tags)
+	}
 }

@@ -52,6 +52,7 @@ type Server struct {
 	sem   *semaphore.Weighted
 
 	prefixes chattemplate.PrefixCache
+	intern   internCache
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -345,7 +346,9 @@ func (s *Server) Expire(ctx context.Context, now time.Time) {
 	}
 }
 
-// DropAll ends every open session with an infra-errors record.
+// DropAll ends every open session with an infra-errors record, published
+// in batches (a shutdown with thousands of sessions open must fit in
+// shutdown_grace).
 func (s *Server) DropAll(ctx context.Context, stage, msg string) error {
 	s.mu.Lock()
 	var open []*session
@@ -354,62 +357,84 @@ func (s *Server) DropAll(ctx context.Context, stage, msg string) error {
 	}
 	s.mu.Unlock()
 	var errs []error
-	for _, sess := range open {
-		if err := s.drop(ctx, sess, "shutdown", stage, msg); err != nil {
+	for len(open) > 0 {
+		n := min(len(open), dropBatch)
+		if err := s.dropBatch(ctx, open[:n], "shutdown", stage, msg, true); err != nil {
 			errs = append(errs, err)
 		}
+		open = open[n:]
 	}
 	return errors.Join(errs...)
 }
 
+// dropBatch is how many infra-errors records one publish carries.
+const dropBatch = 256
+
 // drop ends an open session with an infra-errors record of stage.
 func (s *Server) drop(ctx context.Context, sess *session, outcome, stage, msg string) error {
-	sess.mu.Lock()
-	if sess.phase != phaseOpen {
-		sess.mu.Unlock()
-		return nil
-	}
-	if sess.inflight > 0 && outcome != "shutdown" {
-		sess.mu.Unlock()
-		return &APIError{Status: http.StatusConflict, Type: errConflict, Code: "calls_in_flight", Param: "session",
-			Message: fmt.Sprintf("session %q has %d calls in flight", sess.meta.ID, sess.inflight)}
-	}
-	sess.phase = phaseFinishing
-	partial := sess.traj
-	partial.Calls = nil // token arrays stay out of the operator-facing topic
-	partial.Messages = append([]schemas.Message(nil), sess.conversation()...)
-	for i := range partial.Messages {
-		partial.Messages[i].CallIndex = -1
-	}
-	partial.Status, partial.Error, partial.EndedAt = schemas.StatusInfraError, msg, time.Now().UTC()
-	ie := schemas.InfraError{TaskID: sess.traj.TaskID, TrajectoryID: sess.traj.ID, RequestID: sess.traj.RequestID,
-		Domain: sess.traj.Domain, Stage: stage, Error: fmt.Sprintf("%s (session %s, %d calls)", msg, sess.meta.ID, len(sess.traj.Calls)),
-		Time: time.Now().UTC(), Partial: &partial}
-	sess.mu.Unlock()
-	err := s.publishInfra(ctx, &ie)
-	sess.mu.Lock()
-	if err != nil {
-		sess.phase = phaseOpen
-		sess.mu.Unlock()
-		return err
-	}
-	sess.phase, sess.outcome = phaseDone, outcome
-	sess.mu.Unlock()
-	s.end(sess.meta.ID, outcome, "")
-	s.log.Info("session ended without a trajectory", "session", sess.meta.ID, "outcome", outcome, "calls", len(sess.traj.Calls))
-	return nil
+	return s.dropBatch(ctx, []*session{sess}, outcome, stage, msg, false)
 }
 
-func (s *Server) publishInfra(ctx context.Context, ie *schemas.InfraError) error {
-	f, err := schemas.FrameControl(ie)
+// dropBatch ends open sessions with infra-errors records of stage, in one
+// publish. Sessions with calls in flight are refused unless force (a
+// shutdown: their calls can no longer be answered into the session).
+func (s *Server) dropBatch(ctx context.Context, sessions []*session, outcome, stage, msg string, force bool) error {
+	var taken []*session
+	var frames []schemas.Framed
+	for _, sess := range sessions {
+		sess.mu.Lock()
+		if sess.phase != phaseOpen {
+			sess.mu.Unlock()
+			continue
+		}
+		if sess.inflight > 0 && !force {
+			sess.mu.Unlock()
+			return &APIError{Status: http.StatusConflict, Type: errConflict, Code: "calls_in_flight", Param: "session",
+				Message: fmt.Sprintf("session %q has %d calls in flight", sess.meta.ID, sess.inflight)}
+		}
+		sess.phase = phaseFinishing
+		partial := sess.traj
+		partial.Calls = nil // token arrays stay out of the operator-facing topic
+		partial.Messages = append([]schemas.Message(nil), sess.conversation()...)
+		for i := range partial.Messages {
+			partial.Messages[i].CallIndex = -1
+		}
+		partial.Status, partial.Error, partial.EndedAt = schemas.StatusInfraError, msg, time.Now().UTC()
+		ie := schemas.InfraError{TaskID: sess.traj.TaskID, TrajectoryID: sess.traj.ID, RequestID: sess.traj.RequestID,
+			Domain: sess.traj.Domain, Stage: stage, Error: fmt.Sprintf("%s (session %s, %d calls)", msg, sess.meta.ID, len(sess.calls)),
+			Time: time.Now().UTC(), Partial: &partial}
+		sess.mu.Unlock()
+		f, err := schemas.FrameControl(&ie)
+		if err != nil {
+			sess.mu.Lock()
+			sess.phase = phaseOpen
+			sess.mu.Unlock()
+			return fmt.Errorf("proxy: frame infra error: %w", err)
+		}
+		taken = append(taken, sess)
+		frames = append(frames, f)
+	}
+	if len(taken) == 0 {
+		return nil
+	}
+	err := s.d.InfraErrors.PublishFramed(ctx, frames...)
 	if err != nil {
-		return fmt.Errorf("proxy: frame infra error: %w", err)
-	}
-	if err := s.d.InfraErrors.PublishFramed(ctx, f); err != nil {
 		s.m.PublishErrors.WithLabelValues("infra_errors").Inc()
-		return fmt.Errorf("proxy: publish infra error: %w", err)
+		err = fmt.Errorf("proxy: publish infra errors: %w", err)
 	}
-	return nil
+	for _, sess := range taken {
+		sess.mu.Lock()
+		if err != nil {
+			sess.phase = phaseOpen
+			sess.mu.Unlock()
+			continue
+		}
+		sess.phase, sess.outcome = phaseDone, outcome
+		sess.mu.Unlock()
+		s.end(sess.meta.ID, outcome, "")
+		s.log.Info("session ended without a trajectory", "session", sess.meta.ID, "outcome", outcome, "calls", len(sess.calls))
+	}
+	return err
 }
 
 // version is the latest policy version known.

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"hash/maphash"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -106,19 +107,36 @@ const (
 // prompt) or a returned choice (closed: the completion as generated, then
 // <|im_end|>).
 type state struct {
-	keys []string          // match keys of the conversation's messages
+	keys []msgKey          // match keys of the conversation's messages
 	msgs []schemas.Message // the conversation as recorded
 	hist *chattemplate.Incremental
-	opts string // tools and template options the history was rendered with
+	opts optsKey // tools and template options the history was rendered with
 	open bool
+	tip  *tip // the backing array of hist's ids
+}
+
+// tip is the length in use of a backing array of token ids that several
+// states view. Only the state whose history is that long may grow in place
+// (ForkShared); any other copies first (Fork). A linear conversation then
+// keeps one growing array instead of one per state.
+type tip struct{ n int }
+
+// fork returns a copy of st's history to grow, sharing st's array when st
+// holds its tip, with the tip the copy's growth will hold.
+func (st *state) fork() (*chattemplate.Incremental, *tip) {
+	if n := len(st.hist.Prompt()); st.tip != nil && st.tip.n == n {
+		return st.hist.ForkShared(), st.tip
+	}
+	return st.hist.Fork(), &tip{}
 }
 
 // session is one client conversation being captured.
 type session struct {
 	mu        sync.Mutex
 	meta      SessionMeta
-	traj      schemas.Trajectory
-	states    []*state // most recent first
+	traj      schemas.Trajectory  // without Calls: assembled at the finish
+	calls     []schemas.CallInput // the recorded calls, prompts as views of the states' arrays
+	states    []*state            // most recent first
 	drift     int
 	inflight  int
 	lastUsed  time.Time
@@ -129,61 +147,75 @@ type session struct {
 	versioned bool // PolicyVersionStart set
 }
 
-// messageKey is what identifies a message for continuing a history: what
-// the template renders of it. Reasoning and tool-call ids are left out —
-// clients rarely send reasoning back and may renumber ids, and neither
+// msgKey identifies a message for continuing a history: a 128-bit hash of
+// what the template renders of it. Reasoning and tool-call ids are left
+// out — clients rarely send reasoning back and may renumber ids, and neither
 // changes the tokens of our own replies, which the history holds as
-// generated — and tool-call arguments compare as compact JSON, so a client
-// that re-serializes them still matches.
-func messageKey(m chattemplate.Message) string {
-	var b strings.Builder
-	b.WriteString(m.Role)
-	b.WriteByte(0)
-	b.WriteString(m.Content)
-	for _, tc := range m.ToolCalls {
-		b.WriteByte(1)
-		b.WriteString(tc.Function.Name)
-		b.WriteByte(0)
-		var c bytes.Buffer
-		if json.Compact(&c, tc.Function.Arguments) == nil {
-			b.Write(c.Bytes())
-		} else {
-			b.Write(tc.Function.Arguments)
+// generated — and tool-call arguments are hashed as compact JSON, so a
+// client that re-serializes them still matches. Hashes, not the text, so
+// a session does not hold a second copy of its ~25 KB system prompt.
+type msgKey [2]uint64
+
+var keySeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+
+func messageKey(m chattemplate.Message) msgKey {
+	var k msgKey
+	var c bytes.Buffer
+	for i, seed := range keySeeds {
+		var h maphash.Hash
+		h.SetSeed(seed)
+		h.WriteString(m.Role)
+		h.WriteByte(0)
+		h.WriteString(m.Content)
+		for _, tc := range m.ToolCalls {
+			h.WriteByte(1)
+			h.WriteString(tc.Function.Name)
+			h.WriteByte(0)
+			c.Reset()
+			if json.Compact(&c, tc.Function.Arguments) == nil {
+				h.Write(c.Bytes())
+			} else {
+				h.Write(tc.Function.Arguments)
+			}
 		}
+		k[i] = h.Sum64()
 	}
-	return b.String()
+	return k
 }
 
-func messageKeys(msgs []chattemplate.Message) []string {
-	out := make([]string, len(msgs))
+func messageKeys(msgs []chattemplate.Message) []msgKey {
+	out := make([]msgKey, len(msgs))
 	for i, m := range msgs {
 		out[i] = messageKey(m)
 	}
 	return out
 }
 
-// optionsKey identifies the template options a history was rendered with.
-func optionsKey(opts chattemplate.Options) string {
-	var b strings.Builder
-	if opts.EnableThinking != nil {
-		b.WriteString(strconv.FormatBool(*opts.EnableThinking))
-	}
-	for _, t := range opts.Tools {
-		b.WriteByte(0)
-		var c bytes.Buffer
-		if json.Compact(&c, t) == nil {
-			b.Write(c.Bytes())
-		} else {
-			b.Write(t)
+// optsKey identifies the template options a history was rendered with:
+// the thinking switch and the tools' bytes as sent (clients send the same
+// bytes on every call; tools that differ only in whitespace render the same
+// but start a new prefix, which costs tokens, never exactness). The tools
+// key is the interned one, shared by every state.
+type optsKey struct {
+	thinking int8 // 0 unset, 1 false, 2 true
+	tools    string
+}
+
+func optionsKey(thinking *bool, tl *toolList) optsKey {
+	k := optsKey{tools: tl.key}
+	if thinking != nil {
+		k.thinking = 1
+		if *thinking {
+			k.thinking = 2
 		}
 	}
-	return b.String()
+	return k
 }
 
 // match finds the state a request continues: an open state with exactly
 // the request's messages (a retried call: same prompt), else the closed
 // state whose messages are the longest proper prefix of the request's.
-func (s *session) match(keys []string, opts string) (st *state, exact bool) {
+func (s *session) match(keys []msgKey, opts optsKey) (st *state, exact bool) {
 	for _, c := range s.states {
 		if c.opts != opts || len(c.keys) > len(keys) {
 			continue
@@ -204,7 +236,7 @@ func (s *session) match(keys []string, opts string) (st *state, exact bool) {
 	return st, false
 }
 
-func equalPrefix(prefix, keys []string) bool {
+func equalPrefix(prefix, keys []msgKey) bool {
 	for i := range prefix {
 		if prefix[i] != keys[i] {
 			return false

@@ -70,7 +70,7 @@ func readJSON(r *http.Request, v any) error {
 func (s *Server) info(sess *session) SessionInfo {
 	status := map[phase]string{phaseOpen: "open", phaseFinishing: "finishing", phaseDone: sess.outcome}[sess.phase]
 	return SessionInfo{SessionMeta: sess.meta, TrajectoryID: sess.traj.ID, TaskID: sess.traj.TaskID, Status: status,
-		Calls: len(sess.traj.Calls), Messages: len(sess.conversation()), TemplateDrift: sess.drift, Reward: sess.reward}
+		Calls: len(sess.calls), Messages: len(sess.conversation()), TemplateDrift: sess.drift, Reward: sess.reward}
 }
 
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
@@ -93,8 +93,8 @@ func applyReward(sess *session, rr RewardRequest) error {
 	if rr.Reward != nil && (math.IsNaN(*rr.Reward) || math.IsInf(*rr.Reward, 0)) {
 		return badRequest("reward", "reward must be a finite number")
 	}
-	if rr.CallRewards != nil && len(rr.CallRewards) != len(sess.traj.Calls) {
-		return badRequest("call_rewards", "call_rewards has %d values; the session has recorded %d calls", len(rr.CallRewards), len(sess.traj.Calls))
+	if rr.CallRewards != nil && len(rr.CallRewards) != len(sess.calls) {
+		return badRequest("call_rewards", "call_rewards has %d values; the session has recorded %d calls", len(rr.CallRewards), len(sess.calls))
 	}
 	if rr.Reward != nil {
 		v := *rr.Reward
@@ -165,7 +165,7 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request) error {
 		sess.mu.Unlock()
 		return err
 	}
-	if len(sess.traj.Calls) == 0 {
+	if len(sess.calls) == 0 {
 		sess.mu.Unlock()
 		return badRequest("session", "session %q has no recorded calls: nothing to publish (abort it instead)", sess.meta.ID)
 	}
@@ -179,8 +179,11 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request) error {
 		sess.mu.Unlock()
 		return badRequest("reward", "session %q has no reward: give one here or with /reward (a session that failed for other reasons is aborted, never rewarded)", sess.meta.ID)
 	}
-	t := s.trajectory(sess, fr)
-	if err := t.Validate(); err != nil {
+	t, err := s.trajectory(sess, fr)
+	if err == nil {
+		err = t.Validate()
+	}
+	if err != nil {
 		sess.mu.Unlock()
 		return &APIError{Status: http.StatusBadRequest, Type: errInvalidRequest, Message: err.Error()}
 	}
@@ -206,9 +209,14 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request) error {
 
 // trajectory builds the session's trajectory (under its lock): a copy, so a
 // failed publish leaves the session as it was.
-func (s *Server) trajectory(sess *session, fr FinishRequest) *schemas.Trajectory {
+func (s *Server) trajectory(sess *session, fr FinishRequest) (*schemas.Trajectory, error) {
 	t := sess.traj
-	t.Calls = append([]schemas.LLMCall(nil), sess.traj.Calls...)
+	t.Calls = make([]schemas.LLMCall, 0, len(sess.calls))
+	for _, c := range sess.calls {
+		if _, err := t.AppendCall(c); err != nil {
+			return nil, fmt.Errorf("proxy: record call: %w", err)
+		}
+	}
 	t.Messages = append([]schemas.Message(nil), sess.conversation()...)
 	for i := range t.Messages {
 		t.Messages[i].Turn = i
@@ -232,7 +240,7 @@ func (s *Server) trajectory(sess *session, fr FinishRequest) *schemas.Trajectory
 		t.Tags[k] = v
 	}
 	t.EndedAt = time.Now().UTC()
-	return &t
+	return &t, nil
 }
 
 func (s *Server) publishTrajectory(ctx context.Context, t *schemas.Trajectory) error {
