@@ -19,10 +19,12 @@ const (
 	// sharded; the working weights and the gradient accumulator are whole on every rank (the
 	// reduced gradient exists only as shards: reduce-scatter, in place).
 	ShardOptimizer
-	// ShardParameters: working weights and gradients sharded too (ZeRO-3 / FSDP: each layer's
-	// weights all-gathered ahead of use, its gradients reduce-scattered after its backward), with
-	// two layers' weights and gradients whole at a time. Not implemented by Group yet; modelled
-	// to show what it would buy (docs/MULTIGPU.md).
+	// ShardParameters: working weights and gradients sharded too (ZeRO-3 / FSDP: each unit's
+	// weights gathered ahead of use, its gradients reduce-scattered after its backward), with two
+	// units' weights and gradients whole at a time. Group's Options.ShardParameters runs this
+	// schedule for the weights on gpu/cpu (which keeps its buffers allocated: the schedule, not
+	// the memory); gpu/cuda and per-unit gradient reduce-scatter are not implemented, so for CUDA
+	// this level shows what they would buy (docs/MULTIGPU.md).
 	ShardParameters
 )
 
