@@ -2,9 +2,9 @@ package dp
 
 import (
 	"fmt"
-	"strings"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"tau2rl/gpu"
