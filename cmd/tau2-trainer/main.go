@@ -141,12 +141,12 @@ func main() {
 // openBackend resumes from the latest checkpoint (weights, then optimizer state), or starts from
 // model.path or a random init.
 func openBackend(cfg *Config, rt *cli.Runtime) (gpu.Backend, *checkpoint.State, error) {
+	if err := cfg.Parallel.validate(cfg.Backend, cfg.Checkpoint.DType); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", cli.ErrUsage, err)
+	}
 	f, ok := backends[cfg.Backend]
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: backend %q is not available in this binary (have: %s; cuda needs -tags cuda)", cli.ErrUsage, cfg.Backend, backendNames())
-	}
-	if err := cfg.Parallel.validate(cfg.Backend); err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
 	m := &checkpoint.Manager{Dir: cfg.Checkpoint.Dir, Keep: cfg.Checkpoint.Keep, Log: rt.Log}
 	dir, st, found, skipped, err := m.Latest()

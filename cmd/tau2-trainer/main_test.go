@@ -151,8 +151,8 @@ func TestTrainerBinaryDataParallel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := execute(t, ctx, append(args, "parallel.ranks=2")...); err != nil {
-		t.Fatalf("resume on 2 ranks: %v", err)
+	if err := execute(t, ctx, append(args, "parallel.ranks=2", "parallel.shard_parameters=true")...); err != nil {
+		t.Fatalf("resume on 2 ranks with sharded parameters: %v", err)
 	}
 	if err := execute(t, ctx, args...); err == nil || !strings.Contains(err.Error(), "sharded by a data-parallel trainer") {
 		t.Fatalf("resume of sharded state on a plain backend: err %v", err)
@@ -170,6 +170,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"no_such_key=1"}, "no_such_key"},
 		{[]string{"parallel.devices=[0,1]", "admission.enabled=false"}, "parallel.devices is for backend cuda"},
 		{[]string{"parallel.ranks=2", "parallel.hosts=2", "admission.enabled=false"}, "several hosts"},
+		{[]string{"backend=cuda", "parallel.devices=[0,1]", "checkpoint.dtype=float32", "admission.enabled=false"}, "bfloat16"},
+		{[]string{"parallel.shard_parameters=true", "admission.enabled=false"}, "needs parallel.devices or parallel.ranks"},
 	} {
 		err := execute(t, ctx, append(c.args, "checkpoint.dir="+t.TempDir())...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -21,6 +21,10 @@ type ParallelConfig struct {
 	// Ranks is the number of in-process ranks of the cpu backend (goroutines, collectives in
 	// memory): the same code path as several GPUs, for smoke runs and tests. 0 or 1: none.
 	Ranks int `yaml:"ranks"`
+	// ShardParameters also shards the working weights (ZeRO-3: each layer gathered right before
+	// use). Only the cpu backend implements it so far (docs/MULTIGPU.md); 1.7B and 8B on 80 GB
+	// GPUs do not need it. Default false.
+	ShardParameters bool `yaml:"shard_parameters"`
 	// Hosts is the number of hosts of the world. Default 1. Several hosts are not supported yet:
 	// the followers' step feed is missing (docs/MULTIGPU.md, "Several hosts").
 	Hosts int `yaml:"hosts"`
@@ -29,9 +33,13 @@ type ParallelConfig struct {
 // enabled reports whether the trainer runs a dp.Group.
 func (p ParallelConfig) enabled() bool { return len(p.Devices) > 0 || p.Ranks > 1 }
 
-// validate checks the parallel settings against the backend.
-func (p ParallelConfig) validate(backend string) error {
+// validate checks the parallel settings against the backend and the checkpoint dtype.
+func (p ParallelConfig) validate(backend, dtype string) error {
 	switch {
+	case len(p.Devices) > 0 && dtype != string(gpu.BF16):
+		return fmt.Errorf("parallel.devices needs checkpoint.dtype bfloat16 (got %q): a CUDA rank holds its weights whole only in bf16, the fp32 masters are in the sharded optimizer state", dtype)
+	case p.ShardParameters && !p.enabled():
+		return fmt.Errorf("parallel.shard_parameters needs parallel.devices or parallel.ranks")
 	case p.Hosts > 1:
 		return fmt.Errorf("parallel.hosts %d: training across several hosts is not supported yet (docs/MULTIGPU.md); use the GPUs of one host", p.Hosts)
 	case p.Hosts < 0 || p.Ranks < 0:
@@ -91,7 +99,7 @@ func openParallel(cfg *Config, rt *cli.Runtime, f backendFactory, build func(ran
 		closeAll()
 		return nil, err
 	}
-	g, err := dp.New(bes, comms)
+	g, err := dp.New(bes, comms, dp.Options{ShardParameters: cfg.Parallel.ShardParameters})
 	if err != nil {
 		closeAll()
 		for _, c := range comms {
@@ -99,7 +107,11 @@ func openParallel(cfg *Config, rt *cli.Runtime, f backendFactory, build func(ran
 		}
 		return nil, err
 	}
-	if m, err := dp.MemoryModel(g.Config(), g.Config().NumParams(), cfg.Backend, g.World(), dp.ShardOptimizer); err == nil {
+	level := dp.ShardOptimizer
+	if cfg.Parallel.ShardParameters {
+		level = dp.ShardParameters
+	}
+	if m, err := dp.MemoryModel(g.Config(), g.Config().NumParams(), cfg.Backend, g.World(), level); err == nil {
 		rt.Log.Info("data parallel", "ranks", g.World(), "devices", cfg.Parallel.Devices,
 			"param_optimizer_bytes_per_rank", m.Bytes, "bytes_per_param", m.BytesPerParam())
 	}
