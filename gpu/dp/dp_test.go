@@ -355,8 +355,7 @@ func TestAssignBalancesCost(t *testing.T) {
 	}
 	// Attention work counts: a deep chain costs more than a flat forest of the same tokens.
 	chain := gpu.Chain(make([]int32, 64))
-	flat := gpu.Chain(make([]int32, 1))
-	flat = &gpu.MicroBatch{Tokens: make([]int32, 64), Positions: make([]int32, 64), Parent: make([]int32, 64), SubtreeEnd: make([]int32, 64)}
+	flat := &gpu.MicroBatch{Tokens: make([]int32, 64), Positions: make([]int32, 64), Parent: make([]int32, 64), SubtreeEnd: make([]int32, 64)}
 	for i := range 64 {
 		flat.Parent[i], flat.SubtreeEnd[i] = -1, int32(i)
 	}
