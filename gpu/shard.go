@@ -97,3 +97,33 @@ func ShardBounds(n, world, rank, align int) (Shard, error) {
 func WriteFileAtomic(path string, fill func(io.Writer) error) error {
 	return writeFileAtomic(path, fill)
 }
+
+// ParamSharder is a Sharder that can also shard its working weights (ZeRO-3): after ShardParams
+// a rank keeps the working weights of its own shard only, and gathers a unit's weights whole
+// (gather, a collective gpu/dp supplies) right before it reads them in a forward or backward pass,
+// releasing them right after. Units are ParamUnits. Every rank must issue the same gathers in the
+// same order, so a rank with no micro-batch left in a round runs IdlePass instead: the gathers of
+// a pass without its compute.
+type ParamSharder interface {
+	Sharder
+	// ShardParams installs gather and releases every working weight outside the shard.
+	ShardParams(gather func(unit int) error) error
+	// ReleaseParams releases every working weight outside the shard (after a whole-model gather
+	// for a save).
+	ReleaseParams() error
+	// IdlePass issues the gathers of a forward pass and/or a backward pass, computing nothing.
+	IdlePass(forward, backward bool) error
+}
+
+// ParamUnits groups ParamSpecs(cfg) (by index) into the units parameter sharding gathers whole:
+// unit 0 the embedding table, unit 1+l decoder layer l, the last unit the final norm (and the LM
+// head when it is not tied to the embedding).
+func ParamUnits(cfg Config) [][2]int {
+	specs := ParamSpecs(cfg)
+	units := [][2]int{{0, 1}}
+	per := len(LayerTensors)
+	for l := range cfg.NumHiddenLayers {
+		units = append(units, [2]int{1 + l*per, 1 + (l+1)*per})
+	}
+	return append(units, [2]int{1 + cfg.NumHiddenLayers*per, len(specs)})
+}

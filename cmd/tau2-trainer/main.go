@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"tau2rl/gpu"
+	"tau2rl/gpu/collective"
 	"tau2rl/gpu/cuda"
 	"tau2rl/lib/inference/llm"
 	"tau2rl/lib/stream/embedded"
@@ -39,6 +40,8 @@ run continues exactly as if it had not stopped; otherwise it starts from model.p
 Face Qwen3 checkpoint) or a random initialisation (model.config, default a tiny shape).
 
 backend: cpu (pure Go reference; small models) or cuda (only in binaries built with -tags cuda).
+parallel.devices=[0,1,…] trains on several GPUs of the host (data parallel, sharded optimizer state,
+NCCL; run with NCCL_NVLS_ENABLE=0; docs/MULTIGPU.md); the job stays one consumer-group member.
 
 Advantages default to GRPO (group mean baseline ÷ group std, equal-reward groups dropped). AReaL's
 shipped τ² practice is:
@@ -92,6 +95,9 @@ type Config struct {
 	DataDir string `yaml:"data_dir"`
 	// Reload configures the inference servers to reload.
 	Reload ReloadConfig `yaml:"reload"`
+	// Parallel trains on several GPUs of this host (data parallelism with sharded optimizer
+	// state). Default: one GPU.
+	Parallel ParallelConfig `yaml:"parallel"`
 
 	step.Config `yaml:",inline"`
 }
@@ -110,9 +116,11 @@ func DefaultConfig() Config {
 }
 
 // backendFactory builds a model backend; cuda_backend.go registers "cuda" in -tags cuda builds.
+// comms makes the communicator of parallel.* for this backend's ranks (nil: no data parallelism).
 type backendFactory struct {
 	load   func(dir string, c *Config) (gpu.Backend, error)
 	random func(mc gpu.Config, seed uint64, c *Config) (gpu.Backend, error)
+	comms  func(c *Config) ([]collective.Comm, error)
 }
 
 var backends = map[string]backendFactory{}
@@ -143,6 +151,9 @@ func main() {
 // openBackend resumes from the latest checkpoint (weights, then optimizer state), or starts from
 // model.path or a random init.
 func openBackend(cfg *Config, rt *cli.Runtime) (gpu.Backend, *checkpoint.State, error) {
+	if err := cfg.Parallel.validate(cfg.Backend, cfg.Checkpoint.DType); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", cli.ErrUsage, err)
+	}
 	f, ok := backends[cfg.Backend]
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: backend %q is not available in this binary (have: %s; cuda needs -tags cuda)", cli.ErrUsage, cfg.Backend, backendNames())
@@ -155,35 +166,54 @@ func openBackend(cfg *Config, rt *cli.Runtime) (gpu.Backend, *checkpoint.State, 
 	if err != nil {
 		return nil, nil, err
 	}
-	if found {
-		be, err := f.load(dir, cfg)
-		if err != nil {
-			return nil, nil, fmt.Errorf("resume from %s: %w", dir, err)
-		}
-		// The weights alone would restart AdamW from zero (and, from a bf16 checkpoint, from
-		// rounded weights): restore the optimizer state so the run continues exactly.
-		restored, err := m.LoadOptimizer(dir, st, be)
-		if err != nil {
-			be.Close()
-			return nil, nil, fmt.Errorf("resume from %s: %w", dir, err)
-		}
-		rt.Log.Info("resuming", "checkpoint", dir, "version", st.Version, "step", st.Step, "optimizer_state", restored)
-		return be, &st, nil
-	}
-	if cfg.Model.Path != "" {
+	// build makes the backend of local rank r (its own device under parallel.devices).
+	var build func(c *Config) (gpu.Backend, error)
+	switch {
+	case found:
+		build = func(c *Config) (gpu.Backend, error) { return f.load(dir, c) }
+	case cfg.Model.Path != "":
 		rt.Log.Info("starting from model", "path", cfg.Model.Path)
-		be, err := f.load(cfg.Model.Path, cfg)
-		return be, nil, err
-	}
-	mc := gpu.TinyConfig()
-	if cfg.Model.Config != "" {
-		if mc, err = gpu.LoadConfig(cfg.Model.Config); err != nil {
-			return nil, nil, err
+		build = func(c *Config) (gpu.Backend, error) { return f.load(cfg.Model.Path, c) }
+	default:
+		mc := gpu.TinyConfig()
+		if cfg.Model.Config != "" {
+			if mc, err = gpu.LoadConfig(cfg.Model.Config); err != nil {
+				return nil, nil, err
+			}
 		}
+		rt.Log.Info("starting from random weights", "seed", cfg.Model.Seed, "layers", mc.NumHiddenLayers, "hidden", mc.HiddenSize)
+		build = func(c *Config) (gpu.Backend, error) { return f.random(mc, cfg.Model.Seed, c) }
 	}
-	rt.Log.Info("starting from random weights", "seed", cfg.Model.Seed, "layers", mc.NumHiddenLayers, "hidden", mc.HiddenSize)
-	be, err := f.random(mc, cfg.Model.Seed, cfg)
-	return be, nil, err
+	var be gpu.Backend
+	if cfg.Parallel.enabled() {
+		be, err = openParallel(cfg, rt, f, func(r int) (gpu.Backend, error) {
+			c := *cfg
+			if len(cfg.Parallel.Devices) > 0 {
+				c.CUDA.Device = cfg.Parallel.Devices[r]
+			}
+			return build(&c)
+		})
+	} else {
+		be, err = build(cfg)
+	}
+	if err != nil {
+		if found {
+			return nil, nil, fmt.Errorf("resume from %s: %w", dir, err)
+		}
+		return nil, nil, err
+	}
+	if !found {
+		return be, nil, nil
+	}
+	// The weights alone would restart AdamW from zero (and, from a bf16 checkpoint, from
+	// rounded weights): restore the optimizer state so the run continues exactly.
+	restored, err := m.LoadOptimizer(dir, st, be)
+	if err != nil {
+		be.Close()
+		return nil, nil, fmt.Errorf("resume from %s: %w", dir, err)
+	}
+	rt.Log.Info("resuming", "checkpoint", dir, "version", st.Version, "step", st.Step, "optimizer_state", restored)
+	return be, &st, nil
 }
 
 func run(ctx context.Context, rt *cli.Runtime, cfg *Config) error {

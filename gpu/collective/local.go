@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // NewLocal returns the n ends of an in-process communicator over host memory, one per goroutine
@@ -78,7 +79,7 @@ func (h *hub) fail(err error) {
 type local struct {
 	h      *hub
 	rank   int
-	closed bool
+	closed atomic.Bool // Close may come from another goroutine, to abort this rank's peers
 }
 
 var errClosed = errors.New("collective: a rank of the in-process communicator closed")
@@ -87,8 +88,7 @@ func (c *local) Rank() int { return c.rank }
 func (c *local) Size() int { return c.h.n }
 
 func (c *local) Close() error {
-	if !c.closed {
-		c.closed = true
+	if !c.closed.Swap(true) {
 		c.h.fail(errClosed)
 	}
 	return nil
@@ -98,7 +98,7 @@ func (c *local) Close() error {
 // this rank's private out, waits again so that no rank writes a buffer another rank still reads,
 // and only then copies out into dst (this rank's own result buffer, which may alias its input).
 func (c *local) run(p post, compute func(all []post) error, out []float32, dst Buffer) error {
-	if c.closed {
+	if c.closed.Load() {
 		return errClosed
 	}
 	h := c.h

@@ -79,6 +79,9 @@ func (b *Backend) LogProbs(mb *gpu.MicroBatch) (logp, entropy []float32, err err
 		return nil, nil, err
 	}
 	a := b.m.forward(mb, false)
+	if err := b.m.hookErr(); err != nil {
+		return nil, nil, fmt.Errorf("cpu: %w", err)
+	}
 	return a.logp, a.entropy, nil
 }
 
@@ -89,6 +92,9 @@ func (b *Backend) Forward(mb *gpu.MicroBatch) (logp, entropy []float32, err erro
 		return nil, nil, err
 	}
 	a := b.m.forward(mb, true)
+	if err := b.m.hookErr(); err != nil {
+		return nil, nil, fmt.Errorf("cpu: %w", err)
+	}
 	b.last = a
 	return append([]float32(nil), a.logp...), append([]float32(nil), a.entropy...), nil
 }
@@ -112,6 +118,9 @@ func (b *Backend) Backward(dlogp []float32) error {
 	}
 	b.m.backward(b.last, dlogp)
 	b.last = nil
+	if err := b.m.hookErr(); err != nil {
+		return fmt.Errorf("cpu: %w", err)
+	}
 	return nil
 }
 

@@ -29,11 +29,11 @@ GPU_BENCHTIME ?= 5x
 # CUDA_HOME). The wheel ships libnccl.so.2 without the libnccl.so link the linker looks for, so the
 # build directory gets one; the rpath lets the binaries find the library at run time.
 NCCL_HOME ?= $(or $(shell python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null),$(CUDA_HOME))
-NCCL_LIBDIR := $(firstword $(wildcard $(NCCL_HOME)/lib64/libnccl.so* $(NCCL_HOME)/lib/libnccl.so*))
-NCCL_LIBDIR := $(if $(NCCL_LIBDIR),$(dir $(NCCL_LIBDIR)),/usr/lib/x86_64-linux-gnu/)
+NCCL_SO = $(firstword $(wildcard $(NCCL_HOME)/lib64/libnccl.so* $(NCCL_HOME)/lib/libnccl.so*))
+NCCL_LIBDIR = $(if $(NCCL_SO),$(dir $(NCCL_SO)),/usr/lib/x86_64-linux-gnu/)
+NCCL_CGO_LDFLAGS = -L$(NCCL_LIBDIR) -Wl,-rpath,$(NCCL_LIBDIR)
 NCCL_GO_DIR := gpu/collective/nccl
 NCCL_LIB := $(NCCL_GO_DIR)/build/libt2nccl.a
-GPU_CGO_LDFLAGS += -L$(NCCL_LIBDIR) -Wl,-rpath,$(NCCL_LIBDIR)
 
 $(NCCL_LIB): $(NCCL_GO_DIR)/csrc/t2nccl.cu $(NCCL_GO_DIR)/csrc/t2nccl.h
 	@mkdir -p $(@D)
@@ -51,17 +51,17 @@ $(GPU_LIB): $(GPU_OBJ)
 
 .PHONY: gpu gpu-test gpu-bench gpu-clean gpu-dp-test
 gpu: $(GPU_LIB) $(NCCL_LIB)
-	CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(CGO_LDFLAGS)" go build -tags cuda ./gpu/cuda/ ./gpu/collective/... ./gpu/dp/
+	CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(NCCL_CGO_LDFLAGS) $(CGO_LDFLAGS)" go build -tags cuda ./gpu/cuda/ ./gpu/collective/... ./gpu/dp/
 
 gpu-dp-test: gpu
-	NCCL_NVLS_ENABLE=0 CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(CGO_LDFLAGS)" go test -tags cuda -count=1 -v \
+	NCCL_NVLS_ENABLE=0 CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(NCCL_CGO_LDFLAGS) $(CGO_LDFLAGS)" go test -tags cuda -count=1 -v \
 		-run 'CUDA|NCCL' ./gpu/dp/
 
 gpu-test: gpu
-	CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(CGO_LDFLAGS)" go test -tags cuda -count=1 -v ./gpu/cuda/
+	CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(NCCL_CGO_LDFLAGS) $(CGO_LDFLAGS)" go test -tags cuda -count=1 -v ./gpu/cuda/
 
 gpu-bench: gpu
-	CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(CGO_LDFLAGS)" go test -tags cuda -count=1 -run '^$$' \
+	CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(NCCL_CGO_LDFLAGS) $(CGO_LDFLAGS)" go test -tags cuda -count=1 -run '^$$' \
 		-bench . -benchtime $(GPU_BENCHTIME) -timeout 60m ./gpu/cuda/
 	python3 $(GPU_DIR)/pytorch/bench.py
 
@@ -72,4 +72,4 @@ gpu-clean:
 .PHONY: gpu-trainer
 gpu-trainer: $(GPU_LIB) $(NCCL_LIB)
 	@mkdir -p $(BIN)
-	CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(CGO_LDFLAGS)" go build -tags cuda -o $(BIN)/tau2-trainer ./cmd/tau2-trainer
+	CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(NCCL_CGO_LDFLAGS) $(CGO_LDFLAGS)" go build -tags cuda -o $(BIN)/tau2-trainer ./cmd/tau2-trainer

@@ -111,8 +111,16 @@ func (g *Group) LogProbsParallel(mbs []*gpu.MicroBatch, a Assignment) ([][]float
 		return nil, err
 	}
 	out := make([][]float32, len(mbs))
-	err := g.each(func(_ int, r *rank) error {
-		for _, i := range a[r.comm.Rank()] {
+	run := func(_ int, r *rank) error {
+		idx := a[r.comm.Rank()]
+		for s := range max(len(idx), g.rounds(a)) {
+			if s >= len(idx) {
+				if err := r.be.(gpu.ParamSharder).IdlePass(true, false); err != nil {
+					return err
+				}
+				continue
+			}
+			i := idx[s]
 			lp, _, err := r.be.LogProbs(mbs[i])
 			if err != nil {
 				return fmt.Errorf("log-probs of micro-batch %d: %w", i, err)
@@ -120,8 +128,21 @@ func (g *Group) LogProbsParallel(mbs []*gpu.MicroBatch, a Assignment) ([][]float
 			out[i] = lp // distinct i per rank: no two goroutines write the same entry
 		}
 		return nil
-	})
-	return out, err
+	}
+	if g.params {
+		return out, g.collective("log-probs", run)
+	}
+	return out, g.each(run)
+}
+
+// rounds is how many micro-batch rounds every rank takes part in: with sharded parameters the
+// most any rank has (ranks with fewer run idle passes, so the gathers meet); otherwise 0 (each
+// rank runs only its own).
+func (g *Group) rounds(a Assignment) int {
+	if !g.params {
+		return 0
+	}
+	return rounds(a)
 }
 
 // LossFunc turns one micro-batch's log-probs and entropies into dlogp for Backward. It is called
@@ -141,9 +162,17 @@ func (g *Group) ForwardBackwardParallel(mbs []*gpu.MicroBatch, a Assignment, los
 	}
 	var failed sync.Once
 	stop := make(chan struct{})
-	err := g.each(func(_ int, r *rank) error {
+	run := func(_ int, r *rank) error {
 		rk := r.comm.Rank()
-		for _, i := range a[rk] {
+		idx := a[rk]
+		for s := range max(len(idx), g.rounds(a)) {
+			if s >= len(idx) {
+				if err := r.be.(gpu.ParamSharder).IdlePass(true, true); err != nil {
+					return err
+				}
+				continue
+			}
+			i := idx[s]
 			select {
 			case <-stop:
 				return errStopped
@@ -162,7 +191,13 @@ func (g *Group) ForwardBackwardParallel(mbs []*gpu.MicroBatch, a Assignment, los
 			}
 		}
 		return nil
-	})
+	}
+	var err error
+	if g.params {
+		err = g.collective("forward/backward", run) // a failed rank must not leave the others in a gather
+	} else {
+		err = g.each(run)
+	}
 	if err != nil {
 		for _, r := range g.ranks {
 			r.sh.ZeroGrads()

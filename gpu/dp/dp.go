@@ -48,6 +48,10 @@ type Group struct {
 	ranks  []*rank
 	world  int
 	layout gpu.FlatLayout
+	// params: the working weights are sharded too (Options.ShardParameters); units are the flat
+	// ranges gathered whole (gpu.ParamUnits).
+	params bool
+	units  [][2]int
 	// broken is set when a collective failed on a local rank: the communicator cannot be trusted
 	// to be in step any more (other ranks may wait forever), so every later call fails.
 	broken error
@@ -60,11 +64,25 @@ var (
 	_ gpu.WeightExporter      = (*Group)(nil)
 )
 
+// Options choose how much a Group shards.
+type Options struct {
+	// ShardParameters shards the working weights too (ZeRO-3): each unit (gpu.ParamUnits) is
+	// gathered from its owners right before a pass reads it and released after. Every backend
+	// must implement gpu.ParamSharder (gpu/cpu does; gpu/cuda does not yet), and every rank of the
+	// world must be driven by this Group (plain Forward/Backward need all ranks to take part).
+	ShardParameters bool
+}
+
 // New makes backends[i] rank comms[i].Rank() of a comms[i].Size()-rank world. Every backend must
 // implement gpu.Sharder, hold the same model config and the same weights (they load the same
 // checkpoint), and every comm must belong to the same communicator. New shards the backends'
-// optimizer state; the Group owns backends and comms from then on (Close closes them).
-func New(backends []gpu.Backend, comms []collective.Comm) (*Group, error) {
+// optimizer state (and, with opts ShardParameters, their working weights); the Group owns
+// backends and comms from then on (Close closes them).
+func New(backends []gpu.Backend, comms []collective.Comm, opts ...Options) (*Group, error) {
+	var opt Options
+	for _, o := range opts {
+		opt = o
+	}
 	if len(backends) == 0 || len(backends) != len(comms) {
 		return nil, fmt.Errorf("dp: %d backends and %d comms: want the same positive number", len(backends), len(comms))
 	}
@@ -101,6 +119,11 @@ func New(backends []gpu.Backend, comms []collective.Comm) (*Group, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dp: shard: %w", err)
+	}
+	if opt.ShardParameters {
+		if err := g.shardParams(); err != nil {
+			return nil, err
+		}
 	}
 	return g, nil
 }
@@ -175,15 +198,27 @@ func (g *Group) each(f func(i int, r *rank) error) error {
 }
 
 // collective runs f, which issues collectives, on every local rank. A failure breaks the group:
-// the other ranks of the world may be waiting inside a collective this rank never joined, so the
-// local comms are closed (which fails the in-process peers, and aborts NCCL's) and the process
-// must restart from its last checkpoint.
+// the other ranks may be waiting inside a collective this rank will never join, so the first
+// failure closes every local comm at once (which fails the in-process peers' pending collectives,
+// and aborts NCCL's), and the process must restart from its last checkpoint.
 func (g *Group) collective(what string, f func(i int, r *rank) error) error {
-	if err := g.each(f); err != nil {
-		g.broken = fmt.Errorf("dp: %s failed, the data-parallel group is unusable (restart from the last checkpoint): %w", what, err)
-		for _, r := range g.ranks {
-			r.comm.Close()
+	var once sync.Once
+	abort := func() {
+		once.Do(func() {
+			for _, r := range g.ranks {
+				r.comm.Close()
+			}
+		})
+	}
+	err := g.each(func(i int, r *rank) error {
+		err := f(i, r)
+		if err != nil {
+			abort()
 		}
+		return err
+	})
+	if err != nil {
+		g.broken = fmt.Errorf("dp: %s failed, the data-parallel group is unusable (restart from the last checkpoint): %w", what, err)
 		return g.broken
 	}
 	return nil
@@ -192,28 +227,48 @@ func (g *Group) collective(what string, f func(i int, r *rank) error) error {
 // Config returns the model configuration.
 func (g *Group) Config() gpu.Config { return g.cfg }
 
-// LogProbs runs on the first local rank.
-func (g *Group) LogProbs(mb *gpu.MicroBatch) ([]float32, []float32, error) {
-	if err := g.usable(); err != nil {
-		return nil, nil, err
-	}
-	return g.ranks[0].be.LogProbs(mb)
+// LogProbs runs on the first local rank (with sharded parameters, the others take part in its
+// gathers).
+func (g *Group) LogProbs(mb *gpu.MicroBatch) (logp, entropy []float32, err error) {
+	err = g.onFirst("log-probs", true, false, func(be gpu.Backend) (err error) {
+		logp, entropy, err = be.LogProbs(mb)
+		return err
+	})
+	return logp, entropy, err
 }
 
 // Forward runs on the first local rank; its gradients join the next Step like any rank's.
-func (g *Group) Forward(mb *gpu.MicroBatch) ([]float32, []float32, error) {
-	if err := g.usable(); err != nil {
-		return nil, nil, err
-	}
-	return g.ranks[0].be.Forward(mb)
+func (g *Group) Forward(mb *gpu.MicroBatch) (logp, entropy []float32, err error) {
+	err = g.onFirst("forward", true, false, func(be gpu.Backend) (err error) {
+		logp, entropy, err = be.Forward(mb)
+		return err
+	})
+	return logp, entropy, err
 }
 
 // Backward runs on the first local rank (after its Forward).
 func (g *Group) Backward(dlogp []float32) error {
+	return g.onFirst("backward", false, true, func(be gpu.Backend) error { return be.Backward(dlogp) })
+}
+
+// onFirst runs f on the first local rank; with sharded parameters every other rank runs the
+// matching idle pass at the same time, so the gathers meet.
+func (g *Group) onFirst(what string, forward, backward bool, f func(gpu.Backend) error) error {
 	if err := g.usable(); err != nil {
 		return err
 	}
-	return g.ranks[0].be.Backward(dlogp)
+	if !g.params {
+		return f(g.ranks[0].be)
+	}
+	if len(g.ranks) != g.world {
+		return fmt.Errorf("dp: %s through gpu.Backend with sharded parameters needs every rank in this process", what)
+	}
+	return g.collective(what, func(i int, r *rank) error {
+		if i == 0 {
+			return f(r.be)
+		}
+		return r.be.(gpu.ParamSharder).IdlePass(forward, backward)
+	})
 }
 
 // Step is the collective optimizer step (see the package doc): reduce-scatter the gradients, the
@@ -262,6 +317,9 @@ func (g *Group) Step(opt gpu.Optimizer) (float64, error) {
 		if err := r.sh.ShardStep(opt, scale); err != nil {
 			return err
 		}
+		if g.params {
+			return nil // every pass gathers what it reads
+		}
 		own, full := r.sh.ParamShard()
 		return r.comm.AllGather(own, full)
 	})
@@ -274,6 +332,14 @@ func (g *Group) Step(opt gpu.Optimizer) (float64, error) {
 func (g *Group) Save(dir string, dtype gpu.DType) error {
 	if err := g.usable(); err != nil {
 		return err
+	}
+	if g.params {
+		return g.withWholeParams("save", func(r *rank) error {
+			if r.comm.Rank() == 0 {
+				return r.be.Save(dir, dtype)
+			}
+			return nil
+		})
 	}
 	for _, r := range g.ranks {
 		if r.comm.Rank() == 0 {
@@ -292,7 +358,17 @@ func (g *Group) Weights() (*gpu.Weights, error) {
 	if !ok {
 		return nil, fmt.Errorf("dp: backend %T does not export weights", g.ranks[0].be)
 	}
-	return we.Weights()
+	if !g.params {
+		return we.Weights()
+	}
+	var w *gpu.Weights
+	err := g.withWholeParams("weights", func(r *rank) (err error) {
+		if r == g.ranks[0] {
+			w, err = we.Weights()
+		}
+		return err
+	})
+	return w, err
 }
 
 // Close closes every local backend and comm.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"tau2rl/gpu"
@@ -139,7 +140,7 @@ func newCPU(t *testing.T, w *gpu.Weights) *cpu.Backend {
 }
 
 // newGroup builds an n-rank in-process group of cpu backends holding w.
-func newGroup(t *testing.T, w *gpu.Weights, n int) *Group {
+func newGroup(t *testing.T, w *gpu.Weights, n int, opts ...Options) *Group {
 	t.Helper()
 	comms, err := collective.NewLocal(n)
 	if err != nil {
@@ -149,7 +150,7 @@ func newGroup(t *testing.T, w *gpu.Weights, n int) *Group {
 	for r := range bes {
 		bes[r] = newCPU(t, w)
 	}
-	g, err := New(bes, comms)
+	g, err := New(bes, comms, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,62 +186,111 @@ func near(a, b, rel float64) bool { return math.Abs(a-b) <= rel*max(math.Abs(a),
 
 // TestNRanksEqualOneRank: two optimizer steps over N = 2, 3, 4 in-process ranks give the loss,
 // the gradient norm and the weights of the same two steps on one backend — with uneven
-// micro-batch counts per rank, and with fewer micro-batches than ranks (idle ranks).
+// micro-batch counts per rank, with fewer micro-batches than ranks (idle ranks), and with and
+// without parameter sharding. With it, each rank's own buffer holds only its shard between passes
+// (zeros elsewhere), so a pass that missed a gather could not reproduce the 1-rank numbers.
 func TestNRanksEqualOneRank(t *testing.T) {
 	cfg := gpu.TinyConfig()
 	w0, err := gpu.NewRandomWeights(cfg, 11)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		ranks, mbs int
-	}{{2, 7}, {3, 7}, {4, 7}, {4, 2}, {3, 10}} {
-		t.Run(fmt.Sprintf("ranks=%d/mbs=%d", tc.ranks, tc.mbs), func(t *testing.T) {
-			steps := []stepData{makeStep(1, cfg, tc.mbs), makeStep(2, cfg, tc.mbs+1)}
-			one := newCPU(t, w0)
-			g := newGroup(t, w0, tc.ranks)
-			counts := map[int]bool{}
-			for _, idx := range g.Assign(steps[0].mbs) {
-				counts[len(idx)] = true
-			}
-			if tc.mbs%tc.ranks != 0 && len(counts) < 2 {
-				t.Fatalf("assignment %v is even; the case wants uneven counts", g.Assign(steps[0].mbs))
-			}
-			for k, d := range steps {
-				l1, n1 := stepOne(t, one, d)
-				lN, nN := stepGroup(t, g, d)
-				if !near(l1, lN, 1e-5) || !near(n1, nN, 1e-5) {
-					t.Fatalf("step %d: 1 rank loss %.9g norm %.9g; %d ranks loss %.9g norm %.9g", k, l1, n1, tc.ranks, lN, nN)
+	for _, params := range []bool{false, true} {
+		for _, tc := range []struct {
+			ranks, mbs int
+		}{{2, 7}, {3, 7}, {4, 7}, {4, 2}, {3, 10}} {
+			t.Run(fmt.Sprintf("ranks=%d/mbs=%d/shard_parameters=%v", tc.ranks, tc.mbs, params), func(t *testing.T) {
+				steps := []stepData{makeStep(1, cfg, tc.mbs), makeStep(2, cfg, tc.mbs+1)}
+				one := newCPU(t, w0)
+				g := newGroup(t, w0, tc.ranks, Options{ShardParameters: params})
+				counts := map[int]bool{}
+				for _, idx := range g.Assign(steps[0].mbs) {
+					counts[len(idx)] = true
 				}
-				if d, where := maxDiff(weightsOf(t, one), weightsOf(t, g)); d > 2e-6 {
-					t.Fatalf("step %d: weights differ by %g at %s", k, d, where)
+				if tc.mbs%tc.ranks != 0 && len(counts) < 2 {
+					t.Fatalf("assignment %v is even; the case wants uneven counts", g.Assign(steps[0].mbs))
 				}
-			}
-			// Every rank holds the same full weights after the all-gather.
-			for r, be := range g.Backends() {
-				if d, where := maxDiff(weightsOf(t, one), weightsOf(t, be.(gpu.WeightExporter))); d > 2e-6 {
-					t.Fatalf("rank %d: weights differ by %g at %s", r, d, where)
+				for k, d := range steps {
+					l1, n1 := stepOne(t, one, d)
+					lN, nN := stepGroup(t, g, d)
+					if !near(l1, lN, 1e-5) || !near(n1, nN, 1e-5) {
+						t.Fatalf("step %d: 1 rank loss %.9g norm %.9g; %d ranks loss %.9g norm %.9g", k, l1, n1, tc.ranks, lN, nN)
+					}
+					if d, where := maxDiff(weightsOf(t, one), weightsOf(t, g)); d > 2e-6 {
+						t.Fatalf("step %d: weights differ by %g at %s", k, d, where)
+					}
 				}
-			}
-		})
+				ref := weightsOf(t, one)
+				for r, be := range g.Backends() {
+					held := weightsOf(t, be.(gpu.WeightExporter))
+					if !params {
+						// Every rank holds the same full weights after the all-gather.
+						if d, where := maxDiff(ref, held); d > 2e-6 {
+							t.Fatalf("rank %d: weights differ by %g at %s", r, d, where)
+						}
+						continue
+					}
+					if kept, total := nonZero(held), nonZero(ref); kept > total/tc.ranks+1 {
+						t.Fatalf("rank %d holds %d of %d weights between passes; its shard is ≤ %d", r, kept, total, total/tc.ranks+1)
+					}
+				}
+			})
+		}
 	}
 }
 
-// TestGroupIsABackend: Forward/Backward through the gpu.Backend interface (first rank only) and
-// the collective Step give the one-backend step.
+func nonZero(w *gpu.Weights) int {
+	n := 0
+	for _, x := range w.Tensors {
+		for _, v := range x {
+			if v != 0 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// TestGroupIsABackend: Forward/Backward through the gpu.Backend interface (first rank only; the
+// others join its gathers when parameters are sharded) and the collective Step give the
+// one-backend step.
 func TestGroupIsABackend(t *testing.T) {
 	cfg := gpu.TinyConfig()
 	w0, _ := gpu.NewRandomWeights(cfg, 5)
 	d := makeStep(3, cfg, 3)
 	one := newCPU(t, w0)
 	l1, n1 := stepOne(t, one, d)
-	g := newGroup(t, w0, 3)
-	lN, nN := stepOne(t, g, d)
-	if !near(l1, lN, 1e-6) || !near(n1, nN, 1e-6) {
-		t.Fatalf("loss %v/%v norm %v/%v", l1, lN, n1, nN)
+	for _, params := range []bool{false, true} {
+		g := newGroup(t, w0, 3, Options{ShardParameters: params})
+		lN, nN := stepOne(t, g, d)
+		if !near(l1, lN, 1e-6) || !near(n1, nN, 1e-6) {
+			t.Fatalf("shard_parameters=%v: loss %v/%v norm %v/%v", params, l1, lN, n1, nN)
+		}
+		if diff, where := maxDiff(weightsOf(t, one), weightsOf(t, g)); diff > 2e-6 {
+			t.Fatalf("shard_parameters=%v: weights differ by %g at %s", params, diff, where)
+		}
 	}
-	if diff, where := maxDiff(weightsOf(t, one), weightsOf(t, g)); diff > 2e-6 {
-		t.Fatalf("weights differ by %g at %s", diff, where)
+}
+
+// TestFailedRankDoesNotHangTheOthers: with sharded parameters a rank whose loss fails leaves the
+// others inside a gather; the group must fail them all (and refuse later calls), not hang.
+func TestFailedRankDoesNotHangTheOthers(t *testing.T) {
+	cfg := gpu.TinyConfig()
+	w0, _ := gpu.NewRandomWeights(cfg, 5)
+	g := newGroup(t, w0, 3, Options{ShardParameters: true})
+	d := makeStep(4, cfg, 6)
+	err := g.ForwardBackwardParallel(d.mbs, g.Assign(d.mbs), func(rank, i int, logp, _ []float32) ([]float32, error) {
+		if rank == 1 {
+			return nil, fmt.Errorf("bad micro-batch")
+		}
+		_, dl := d.lossGrad(i, logp)
+		return dl, nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "bad micro-batch") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := g.Step(testOpt); err == nil || !strings.Contains(err.Error(), "unusable") {
+		t.Fatalf("step after a failed collective pass: %v", err)
 	}
 }
 
@@ -305,8 +355,7 @@ func TestAssignBalancesCost(t *testing.T) {
 	}
 	// Attention work counts: a deep chain costs more than a flat forest of the same tokens.
 	chain := gpu.Chain(make([]int32, 64))
-	flat := gpu.Chain(make([]int32, 1))
-	flat = &gpu.MicroBatch{Tokens: make([]int32, 64), Positions: make([]int32, 64), Parent: make([]int32, 64), SubtreeEnd: make([]int32, 64)}
+	flat := &gpu.MicroBatch{Tokens: make([]int32, 64), Positions: make([]int32, 64), Parent: make([]int32, 64), SubtreeEnd: make([]int32, 64)}
 	for i := range 64 {
 		flat.Parent[i], flat.SubtreeEnd[i] = -1, int32(i)
 	}

@@ -19,10 +19,12 @@ const (
 	// sharded; the working weights and the gradient accumulator are whole on every rank (the
 	// reduced gradient exists only as shards: reduce-scatter, in place).
 	ShardOptimizer
-	// ShardParameters: working weights and gradients sharded too (ZeRO-3 / FSDP: each layer's
-	// weights all-gathered ahead of use, its gradients reduce-scattered after its backward), with
-	// two layers' weights and gradients whole at a time. Not implemented by Group yet; modelled
-	// to show what it would buy (docs/MULTIGPU.md).
+	// ShardParameters: working weights and gradients sharded too (ZeRO-3 / FSDP: each unit's
+	// weights gathered ahead of use, its gradients reduce-scattered after its backward), with two
+	// units' weights and gradients whole at a time. Group's Options.ShardParameters runs this
+	// schedule for the weights on gpu/cpu (which keeps its buffers allocated: the schedule, not
+	// the memory); gpu/cuda and per-unit gradient reduce-scatter are not implemented, so for CUDA
+	// this level shows what they would buy (docs/MULTIGPU.md).
 	ShardParameters
 )
 
@@ -111,8 +113,8 @@ func MemoryModel(cfg gpu.Config, elements int64, backend string, world int, leve
 		m.Bytes += int64(c.Bytes) * n
 	}
 	if level == ShardParameters {
-		// Two layers whole at a time (the one computing and the one being gathered): weights and
-		// gradients.
+		// Two units whole at a time (the one computing and the one being gathered), weights and
+		// gradients; the largest unit is a layer or the embedding table.
 		per := 0
 		for _, c := range comps[:2] {
 			per += c.Bytes
@@ -123,9 +125,11 @@ func MemoryModel(cfg gpu.Config, elements int64, backend string, world int, leve
 	return m, nil
 }
 
+// layerElements is the largest unit parameter sharding gathers whole: a decoder layer or the
+// embedding table (which the LM head shares when tied).
 func layerElements(cfg gpu.Config) int64 {
 	H, I, Q, KV := cfg.HiddenSize, cfg.IntermediateSize, cfg.QDim(), cfg.KVDim()
-	return int64(2*H + H*(Q+2*KV) + 2*cfg.HeadDim + Q*H + 3*H*I)
+	return max(int64(2*H+H*(Q+2*KV)+2*cfg.HeadDim+Q*H+3*H*I), int64(cfg.VocabSize)*int64(H))
 }
 
 // WriteMemoryTable prints the memory model of cfg for each world size and level, in GiB per rank
@@ -152,7 +156,7 @@ func WriteMemoryTable(w io.Writer, name string, cfg gpu.Config, backend string, 
 				parts = append(parts, s)
 			}
 			if m.Transient > 0 {
-				parts = append(parts, fmt.Sprintf("+ %.2f GiB of two whole layers", float64(m.Transient)/(1<<30)))
+				parts = append(parts, fmt.Sprintf("+ %.2f GiB for two whole units (layers or embedding)", float64(m.Transient)/(1<<30)))
 			}
 			if _, err := fmt.Fprintf(w, "%-6d %-11s %12.2f %10.2f  %s\n", world, lvl, float64(m.Bytes)/(1<<30), m.BytesPerParam(), strings.Join(parts, ", ")); err != nil {
 				return err

@@ -254,6 +254,9 @@ func (g *Group) LoadOptimizerState(dir string) error {
 	if err != nil {
 		return fmt.Errorf("dp: load optimizer state: %w", err)
 	}
+	if g.params {
+		return g.each(func(_ int, r *rank) error { return r.be.(gpu.ParamSharder).ReleaseParams() })
+	}
 	return g.collective("parameter all-gather after load", func(_ int, r *rank) error {
 		own, full := r.sh.ParamShard()
 		return r.comm.AllGather(own, full)

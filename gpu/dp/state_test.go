@@ -23,13 +23,13 @@ func saveCheckpoint(t *testing.T, be gpu.Backend, dir string, dtype gpu.DType) {
 }
 
 // resumeGroup builds an n-rank group from dir's weights and loads its optimizer state.
-func resumeGroup(t *testing.T, dir string, n int) *Group {
+func resumeGroup(t *testing.T, dir string, n int, opts ...Options) *Group {
 	t.Helper()
 	w, err := gpu.LoadWeights(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := newGroup(t, w, n)
+	g := newGroup(t, w, n, opts...)
 	if err := g.LoadOptimizerState(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -56,17 +56,20 @@ func TestResumeFromShards(t *testing.T) {
 	cfg := gpu.TinyConfig()
 	w0, _ := gpu.NewRandomWeights(cfg, 21)
 	s1, s2 := makeStep(31, cfg, 5), makeStep(32, cfg, 6)
-	for _, tc := range []struct{ from, to int }{{2, 2}, {3, 3}, {2, 3}, {4, 2}, {3, 1}, {1, 4}} {
-		t.Run(fmt.Sprintf("%dto%d", tc.from, tc.to), func(t *testing.T) {
-			ref := newGroup(t, w0, tc.from)
+	for _, tc := range []struct {
+		from, to   int
+		fromP, toP bool // parameter sharding before and after the restart
+	}{{2, 2, false, false}, {3, 3, true, true}, {2, 3, false, false}, {4, 2, false, true}, {3, 1, true, false}, {1, 4, false, false}} {
+		t.Run(fmt.Sprintf("%dto%d/params=%v,%v", tc.from, tc.to, tc.fromP, tc.toP), func(t *testing.T) {
+			ref := newGroup(t, w0, tc.from, Options{ShardParameters: tc.fromP})
 			stepGroup(t, ref, s1)
 			dir := filepath.Join(t.TempDir(), "v1")
 			saveCheckpoint(t, ref, dir, gpu.BF16)
-			want := newGroup(t, w0, tc.to) // the uninterrupted run at the resumed size
+			want := newGroup(t, w0, tc.to, Options{ShardParameters: tc.toP}) // the uninterrupted run at the resumed size
 			stepGroup(t, want, s1)
 			lw, nw := stepGroup(t, want, s2)
 
-			got := resumeGroup(t, dir, tc.to)
+			got := resumeGroup(t, dir, tc.to, Options{ShardParameters: tc.toP})
 			lg, ng := stepGroup(t, got, s2)
 			if tc.from == tc.to {
 				if lw != lg || nw != ng || !bitEqual(weightsOf(t, want), weightsOf(t, got)) {
