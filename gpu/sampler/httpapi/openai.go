@@ -159,7 +159,7 @@ func (s *Server) vllmLogprobs(res sampler.Result, asIDs bool) map[string]any {
 // chatRequest is the OpenAI chat request subset the server reads.
 type chatRequest struct {
 	Model               string            `json:"model"`
-	Messages            []chatMessage     `json:"messages"`
+	Messages            []chatMsg     `json:"messages"`
 	Tools               []json.RawMessage `json:"tools"`
 	ToolChoice          json.RawMessage   `json:"tool_choice"`
 	MaxTokens           *int              `json:"max_tokens"`
@@ -182,7 +182,7 @@ type chatRequest struct {
 	} `json:"chat_template_kwargs"`
 }
 
-type chatMessage struct {
+type chatMsg struct {
 	Role             string          `json:"role"`
 	Content          json.RawMessage `json:"content"`
 	ReasoningContent *string         `json:"reasoning_content"`
@@ -326,31 +326,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	text, _ := s.text(res, false, true)
-	msg := map[string]any{"role": "assistant", "content": text, "reasoning_content": nil}
-	finish := res.Finish.Type
-	if parseTools || strings.Contains(text, chattemplate.ThinkClose) {
-		c := chattemplate.ParseCompletion(text)
-		if c.Valid() {
-			msg["content"] = c.Content
-			if c.HasThinking {
-				msg["reasoning_content"] = c.Reasoning
-			}
-			if parseTools && len(c.ToolCalls) > 0 {
-				calls := make([]map[string]any, len(c.ToolCalls))
-				for i, tc := range c.ToolCalls {
-					calls[i] = map[string]any{"id": fmt.Sprintf("call_%s_%d", rid, i), "type": "function", "index": i,
-						"function": map[string]any{"name": tc.Function.Name, "arguments": string(tc.Function.Arguments)}}
-				}
-				msg["tool_calls"] = calls
-				if c.Content == "" {
-					msg["content"] = nil
-				}
-				if finish == sampler.FinishStop {
-					finish = "tool_calls"
-				}
-			}
-		}
-	}
+	msg, finish := chatMessage(text, parseTools, rid, res.Finish.Type)
 	choice := map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish,
 		"matched_stop": matchedStop(res.Finish)}
 	if req.Logprobs {
@@ -386,4 +362,37 @@ func matchedStop(f sampler.FinishReason) any {
 		return f.MatchedString
 	}
 	return f.MatchedToken
+}
+
+// chatMessage turns a completion's text into OpenAI's assistant message and finish reason:
+// thinking into reasoning_content, <tool_call> blocks into tool_calls (finish "tool_calls") when
+// parseTools. A completion that does not parse is returned whole as content, without tool calls.
+func chatMessage(text string, parseTools bool, rid, finish string) (map[string]any, string) {
+	msg := map[string]any{"role": "assistant", "content": text, "reasoning_content": nil}
+	if !parseTools && !strings.Contains(text, chattemplate.ThinkClose) {
+		return msg, finish
+	}
+	c := chattemplate.ParseCompletion(text)
+	if !c.Valid() {
+		return msg, finish
+	}
+	msg["content"] = c.Content
+	if c.HasThinking {
+		msg["reasoning_content"] = c.Reasoning
+	}
+	if parseTools && len(c.ToolCalls) > 0 {
+		calls := make([]map[string]any, len(c.ToolCalls))
+		for i, tc := range c.ToolCalls {
+			calls[i] = map[string]any{"id": fmt.Sprintf("call_%s_%d", rid, i), "type": "function", "index": i,
+				"function": map[string]any{"name": tc.Function.Name, "arguments": string(tc.Function.Arguments)}}
+		}
+		msg["tool_calls"] = calls
+		if c.Content == "" {
+			msg["content"] = nil
+		}
+		if finish == sampler.FinishStop {
+			finish = "tool_calls"
+		}
+	}
+	return msg, finish
 }

@@ -135,15 +135,18 @@ func seedOf(s *int64) *uint64 {
 	return &u
 }
 
-// maxNew is the default completion bound when the request leaves it null: the rest of the context.
+// maxNew is a request's completion bound: an explicit value is kept (the engine rejects one past
+// the context); an omitted one is the endpoint's default (SGLang 128, vLLM 16, chat: none),
+// clamped to the rest of the context as SGLang and vLLM clamp it.
 func (s *Server) maxNew(v *int, def, promptLen int) int {
-	if v == nil {
-		if def > 0 {
-			return def
-		}
-		return max(0, s.eng.ContextLength()-promptLen)
+	if v != nil {
+		return *v
 	}
-	return *v
+	rest := max(0, s.eng.ContextLength()-promptLen)
+	if def > 0 {
+		return min(def, rest)
+	}
+	return rest
 }
 
 // generate is SGLang's POST /generate (single prompt, token ids, non-streaming).
