@@ -159,7 +159,7 @@ func (s *Server) vllmLogprobs(res sampler.Result, asIDs bool) map[string]any {
 // chatRequest is the OpenAI chat request subset the server reads.
 type chatRequest struct {
 	Model               string            `json:"model"`
-	Messages            []chatMsg     `json:"messages"`
+	Messages            []chatMsg         `json:"messages"`
 	Tools               []json.RawMessage `json:"tools"`
 	ToolChoice          json.RawMessage   `json:"tool_choice"`
 	MaxTokens           *int              `json:"max_tokens"`
