@@ -498,8 +498,20 @@ type work struct {
 	chunk int
 }
 
-// schedule picks this step's work (see the package doc).
+// schedule picks this step's work (see the package doc). If nothing can run although requests
+// are running — every one of them is prefilling and waits for a block — the newest is retracted
+// and the step rescheduled, until the oldest runs (it always fits alone: validate checked).
 func (e *Engine) schedule() []work {
+	for {
+		batch := e.scheduleOnce()
+		if len(batch) > 0 || len(e.running) == 0 || e.pause == pauseHold {
+			return batch
+		}
+		e.retract(e.running[len(e.running)-1])
+	}
+}
+
+func (e *Engine) scheduleOnce() []work {
 	if e.pause == pauseHold {
 		return nil
 	}
@@ -573,12 +585,13 @@ func (e *Engine) admitPrefix(s *seq) {
 	}
 }
 
-// alloc takes a block, evicting an unreferenced prefix-cache block if the pool is empty.
+// alloc takes a block. When the pool is empty it evicts unreferenced prefix-cache blocks, a
+// batch at a time (1/64 of the pool), so the tree is walked once per batch rather than per block.
 func (e *Engine) alloc() (int32, bool) {
 	if b, ok := e.pool.Alloc(); ok {
 		return b, true
 	}
-	if e.tree.Evict(1) == 0 {
+	if e.tree.Evict(max(1, e.pool.Total()/64)) == 0 {
 		return -1, false
 	}
 	return e.pool.Alloc()
