@@ -177,7 +177,7 @@ func TestChatCompletions(t *testing.T) {
 				{Role: "user", Content: "Find user u1."},
 			},
 			Tools:     []openai.Tool{{Type: openai.ToolTypeFunction, Function: &def}},
-			MaxTokens: 8, LogProbs: true, Seed: ptr(3),
+			MaxCompletionTokens: 8, LogProbs: true, Seed: ptr(3),
 		},
 		Temperature: &temp,
 		Extra:       map[string]any{"return_token_ids": true},

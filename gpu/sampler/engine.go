@@ -182,6 +182,10 @@ func New(dec gpu.Decoder, cfg Config, tok *tokenizer.Tokenizer, met *Metrics, lo
 // ContextLength is the longest prompt + completion the engine serves.
 func (e *Engine) ContextLength() int { return e.ctxLen }
 
+// Capacity is the longest prompt + completion a request can have: the context length, or the
+// whole KV pool if that is smaller.
+func (e *Engine) Capacity() int { return min(e.ctxLen, e.pool.Total()*e.bs) }
+
 // ModelConfig is the served model's configuration.
 func (e *Engine) ModelConfig() gpu.Config { return e.mcfg }
 

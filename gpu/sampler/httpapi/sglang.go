@@ -137,12 +137,12 @@ func seedOf(s *int64) *uint64 {
 
 // maxNew is a request's completion bound: an explicit value is kept (the engine rejects one past
 // the context); an omitted one is the endpoint's default (SGLang 128, vLLM 16, chat: none),
-// clamped to the rest of the context as SGLang and vLLM clamp it.
+// clamped to the rest of the context (or of the KV pool, if smaller) as SGLang and vLLM clamp it.
 func (s *Server) maxNew(v *int, def, promptLen int) int {
 	if v != nil {
 		return *v
 	}
-	rest := max(0, s.eng.ContextLength()-promptLen)
+	rest := max(0, s.eng.Capacity()-promptLen)
 	if def > 0 {
 		return min(def, rest)
 	}
