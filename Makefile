@@ -12,7 +12,7 @@ TAU2_DATA_DIR ?= $(abspath ../shared/tau2-data)
 QWEN3_TOKENIZER_DIR ?= $(abspath ../shared/qwen3-tokenizer)
 export TAU2_DATA_DIR QWEN3_TOKENIZER_DIR
 
-BINARIES := tau2-producer tau2-archiver tau2-trainer tau2-replay tau2-eval tau2-broker tau2-scripted-llm tau2-run tau2-proxy
+BINARIES := tau2-producer tau2-archiver tau2-trainer tau2-replay tau2-eval tau2-broker tau2-scripted-llm tau2-sampler tau2-proxy tau2-run
 TEST_TIMEOUT ?= 40m
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 1

@@ -10,6 +10,7 @@
 #                   torch.optim.AdamW) when python3 has torch and transformers
 #   make gpu-bench  training-step benchmarks (Go, -tags cuda) and the same shapes in PyTorch
 #   make gpu-trainer  bin/tau2-trainer with the CUDA backend (backend=cuda)
+#   make gpu-sampler  bin/tau2-sampler with the CUDA decoder (backend=cuda)
 #
 # Needs nvcc (CUDA ≥ 11.8; sm_90 by default: GPU_ARCH='-gencode arch=compute_80,code=sm_80' for
 # A100) and cuBLAS. Nothing here runs in CI: without the cuda tag no Go file of gpu/cuda uses cgo.
@@ -73,3 +74,9 @@ gpu-clean:
 gpu-trainer: $(GPU_LIB) $(NCCL_LIB)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(NCCL_CGO_LDFLAGS) $(CGO_LDFLAGS)" go build -tags cuda -o $(BIN)/tau2-trainer ./cmd/tau2-trainer
+
+# gpu-sampler builds bin/tau2-sampler with the CUDA decoder linked in (backend=cuda).
+.PHONY: gpu-sampler
+gpu-sampler: $(GPU_LIB)
+	@mkdir -p $(BIN)
+	CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(CGO_LDFLAGS)" go build -tags cuda -o $(BIN)/tau2-sampler ./cmd/tau2-sampler
