@@ -37,8 +37,8 @@ type evictor struct {
 	// timeout of members first seen in a request without one (kafka-go's first JoinGroup has no
 	// member id yet, so its timeouts cannot be tied to the member it creates).
 	groups map[string]time.Duration
-	stop    chan struct{}
-	done    chan struct{}
+	stop   chan struct{}
+	done   chan struct{}
 }
 
 type memberKey struct{ group, member string }
