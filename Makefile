@@ -8,17 +8,17 @@
 SHELL         := /bin/bash
 GO            ?= go
 BIN           ?= bin
-TAU2_DATA_DIR ?= $(abspath ../shared/tau2-data)
-QWEN3_TOKENIZER_DIR ?= $(abspath ../shared/qwen3-tokenizer)
-export TAU2_DATA_DIR QWEN3_TOKENIZER_DIR
+# The τ² data and the Qwen3 tokenizer are found by lib/assets (docs/ASSETS.md):
+# $TAU2_DATA_DIR / $QWEN3_TOKENIZER_DIR, ../shared, the cache, or a pinned,
+# sha256-checked download (`make assets`; TAU2RL_OFFLINE=1 forbids it).
 
-BINARIES := tau2-producer tau2-archiver tau2-trainer tau2-replay tau2-eval tau2-broker tau2-scripted-llm tau2-sampler tau2-proxy tau2-run
+BINARIES := tau2-producer tau2-archiver tau2-trainer tau2-replay tau2-eval tau2-broker tau2-scripted-llm tau2-sampler tau2-proxy tau2-run tau2-assets
 TEST_TIMEOUT ?= 40m
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 1
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run learn learn-cpu test test-short bench lint deps deps-system deps-npm clean
+.PHONY: all build run assets learn learn-cpu test test-short bench lint deps deps-system deps-npm clean
 
 all: build
 
@@ -43,7 +43,11 @@ deps-npm:
 	  if [ ! -d $$d/node_modules ]; then echo "npm ci in $$d"; (cd $$d && npm ci --no-audit --no-fund --loglevel=error) || exit 1; fi; \
 	done
 
-run: deps build
+# assets resolves (or downloads into the cache) the τ² data and the tokenizer.
+assets: build
+	@$(BIN)/tau2-assets >/dev/null
+
+run: deps build assets
 	@$(BIN)/tau2-run bin=$(BIN) $(RUN_ARGS)
 
 # learn is the learning experiment on one GPU (docs/LEARNING.md): demonstrations → SFT → GRPO with

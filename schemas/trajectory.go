@@ -5,6 +5,7 @@
 package schemas
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math"
@@ -680,4 +681,17 @@ func statusWord(s string) bool {
 		}
 	}
 	return true
+}
+
+// IDKey is a trajectory id reduced to the first 16 bytes of its SHA-256: ids are producer-chosen
+// strings, and a fixed-size key keeps de-duplication sets (the archiver's window, the dataset
+// reader's per-scan set) at about 40 bytes per id. A collision would need 2^64 ids.
+type IDKey [16]byte
+
+// KeyOfID returns the IDKey of a trajectory id.
+func KeyOfID(id string) IDKey {
+	s := sha256.Sum256([]byte(id))
+	var k IDKey
+	copy(k[:], s[:16])
+	return k
 }

@@ -62,13 +62,16 @@ type reportKey struct {
 
 // reportRow is a row in JSON output.
 type reportRow struct {
-	Domain        string    `json:"domain"`
-	PolicyVersion *int64    `json:"policy_version,omitempty"`
-	Tasks         int       `json:"tasks"`
-	Episodes      int       `json:"episodes"`
-	InfraErrors   int       `json:"infra_errors"`
-	AvgReward     float64   `json:"avg_reward"`
-	PassHatK      []float64 `json:"pass_hat_k"`
+	Domain        string `json:"domain"`
+	PolicyVersion *int64 `json:"policy_version,omitempty"`
+	Tasks         int    `json:"tasks"`
+	Episodes      int    `json:"episodes"`
+	InfraErrors   int    `json:"infra_errors"`
+	// NotEvaluated counts episodes with status not_evaluated (no reward; their tasks are left out
+	// of pass^k, they are not infrastructure errors).
+	NotEvaluated int       `json:"not_evaluated"`
+	AvgReward    float64   `json:"avg_reward"`
+	PassHatK     []float64 `json:"pass_hat_k"`
 }
 
 func runReport(ctx context.Context, cfg *reportConfig, out io.Writer) error {
@@ -153,6 +156,11 @@ func reportRows(ctx context.Context, ds *dataset.Dataset, cfg *reportConfig) ([]
 		m := evaluator.ComputeMetrics(outcomes[k], cfg.MaxK)
 		r := reportRow{Domain: k.Domain, Tasks: m.Tasks, Episodes: len(outcomes[k]), InfraErrors: m.InfraErrors,
 			AvgReward: m.AvgReward, PassHatK: m.PassHatK}
+		for _, o := range outcomes[k] {
+			if o.Reward == nil && o.Termination != evaluator.TerminationInfrastructureError {
+				r.NotEvaluated++
+			}
+		}
 		if cfg.ByVersion {
 			v := k.Version
 			r.PolicyVersion = &v

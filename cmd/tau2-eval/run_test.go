@@ -130,6 +130,18 @@ func TestReport(t *testing.T) {
 	if _, err := dataset.WritePartitioned(dir, "part-0", trajs, schemas.ParquetWriterOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The first four episodes archived again (a producer retry after an archiver restart): the
+	// report counts each id once (issue 13 item 5).
+	if _, err := dataset.WritePartitioned(dir, "part-1", trajs[:4], schemas.ParquetWriterOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A retail episode that needed the NL judge: real termination, no reward, not an infra error.
+	ne := &schemas.Trajectory{ID: rollout.NewID(), TaskID: "d", Domain: "retail", Split: "test", Status: schemas.StatusNotEvaluated,
+		Error: "NL_ASSERTION not evaluated", PolicyVersionStart: 1, Termination: schemas.TerminationUserStop,
+		StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), EndedAt: time.Date(2026, 1, 2, 3, 5, 5, 0, time.UTC)}
+	if _, err := dataset.WritePartitioned(dir, "part-2", []*schemas.Trajectory{ne}, schemas.ParquetWriterOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	ds, err := dataset.Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +160,9 @@ func TestReport(t *testing.T) {
 	}
 	if len(r.PassHatK) != 2 || r.PassHatK[0] != 0.75 || r.PassHatK[1] != 0.5 {
 		t.Errorf("pass^k %v, want [0.75 0.5]", r.PassHatK)
+	}
+	if r := rows[2]; r.Domain != "retail" || r.Episodes != 2 || r.InfraErrors != 0 || r.NotEvaluated != 1 || r.Tasks != 1 || r.AvgReward != 1 {
+		t.Errorf("retail row %+v: want 2 episodes, 1 not evaluated, no infra errors, task c only", r)
 	}
 	var out bytes.Buffer
 	if err := runReport(context.Background(), &cfg, &out); err != nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"tau2rl/cmd/internal/cli"
+	"tau2rl/lib/inference/tokenizer"
 	"tau2rl/lib/tau2/data"
 )
 
@@ -58,8 +59,8 @@ type Config struct {
 	// AgentErrorRate is how often the scripted policy deviates from the gold
 	// actions, so that rewards vary within a group.
 	AgentErrorRate float64 `yaml:"agent_error_rate"`
-	// DataDir is the τ² data directory ("" = TAU2_DATA_DIR, else ../shared/tau2-data
-	// found by walking up from here), passed to every role that reads it.
+	// DataDir is the τ² data directory ("" = resolved by lib/assets: TAU2_DATA_DIR,
+	// ../shared/tau2-data, the cache, a download; docs/ASSETS.md), passed to every role.
 	DataDir string `yaml:"data_dir"`
 	// ModelConfig is the Hugging Face config.json of the model the trainer
 	// starts from (random weights): tiny, but with Qwen3's real vocabulary.
@@ -99,6 +100,15 @@ func main() {
 			return fmt.Errorf("τ² data: %w", err)
 		}
 		cfg.DataDir = dataDir
+		// Resolve (and, on a fresh clone, download) the tokenizer once, in the foreground with
+		// its progress bar; the roles started below inherit the directory.
+		tokDir, err := tokenizer.LocateQwen3()
+		if err != nil {
+			return fmt.Errorf("Qwen3 tokenizer: %w", err)
+		}
+		if err := os.Setenv(tokenizer.EnvDir, tokDir); err != nil {
+			return err
+		}
 		if cfg.ModelConfig, err = filepath.Abs(cfg.ModelConfig); err != nil {
 			return err
 		}

@@ -17,6 +17,7 @@ import (
 	"tau2rl/lib/inference/llm"
 	"tau2rl/lib/stream/embedded"
 	tkafka "tau2rl/lib/stream/kafka"
+	"tau2rl/lib/tau2/data"
 	"tau2rl/trainer/admission"
 	"tau2rl/trainer/checkpoint"
 	"tau2rl/trainer/kafkaio"
@@ -246,12 +247,10 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
 
 	d := step.Deps{Backend: be, Source: src, Versions: pub, Requests: pub, Log: rt.Log}
 	if cfg.Admission.Enabled {
-		dataDir := cfg.DataDir
-		if dataDir == "" {
-			dataDir = os.Getenv("TAU2_DATA_DIR")
-		}
-		if dataDir == "" {
-			return fmt.Errorf("%w: admission needs the τ² task splits: set data_dir or TAU2_DATA_DIR (or admission.enabled=false)", cli.ErrUsage)
+		// data_dir, else lib/assets' order (TAU2_DATA_DIR, ../shared, cache, download).
+		dataDir, err := data.Dir(cfg.DataDir)
+		if err != nil {
+			return fmt.Errorf("admission needs the τ² task splits (set data_dir, or admission.enabled=false): %w", err)
 		}
 		tasks, err := admission.LoadTasks(dataDir, cfg.Admission.Tasks)
 		if err != nil {
