@@ -123,6 +123,31 @@ func backendNames() string {
 	return strings.Join(names, ", ")
 }
 
+// Validate checks the whole configuration (cli calls it before run, so a bad value is exit
+// status 2 before the model loads or any connection is made).
+func (c *Config) Validate() error {
+	errs := []error{c.Config.Validate(), c.Kafka.Validate()}
+	if _, ok := backends[c.Backend]; !ok {
+		errs = append(errs, fmt.Errorf("backend %q is not available in this binary (have: %s; cuda needs -tags cuda)", c.Backend, backendNames()))
+	}
+	if c.ConsumerGroup == "" {
+		errs = append(errs, errors.New("consumer_group: required"))
+	}
+	switch c.Reload.Backend {
+	case "none", "":
+	case llm.BackendSGLang, llm.BackendVLLM:
+		if len(c.Reload.Endpoints) == 0 {
+			errs = append(errs, fmt.Errorf("reload.endpoints: at least one server to reload with reload.backend=%s", c.Reload.Backend))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("reload.backend %q: want none, sglang or vllm", c.Reload.Backend))
+	}
+	if c.Admission.Enabled && c.DataDir == "" && os.Getenv("TAU2_DATA_DIR") == "" {
+		errs = append(errs, errors.New("admission needs the τ² task splits: set data_dir or TAU2_DATA_DIR (or admission.enabled=false)"))
+	}
+	return errors.Join(errs...)
+}
+
 func main() {
 	cfg := DefaultConfig()
 	cli.Main(cli.App{Name: "tau2-trainer", Usage: usage, MetricsAddr: ":9402"}, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
@@ -177,8 +202,8 @@ func openBackend(cfg *Config, rt *cli.Runtime) (gpu.Backend, *checkpoint.State, 
 }
 
 func run(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
-	if err := cfg.Config.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
+	if err := cfg.Validate(); err != nil {
+		return cli.Usage(err)
 	}
 	stopBroker, err := embedded.ForConfig(ctx, &cfg.Kafka)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"tau2rl/trainer/trajtest"
 
 	"tau2rl/cmd/internal/cli"
+	"tau2rl/cmd/internal/clitest"
 )
 
 func execute(t *testing.T, ctx context.Context, args ...string) error {
@@ -111,4 +112,9 @@ func TestUsageErrors(t *testing.T) {
 			t.Errorf("%v: err %v, want %q", c.args, err, c.want)
 		}
 	}
+}
+
+// TestConfigFiles: testdata/config/{good,bad} (see cmd/internal/clitest).
+func TestConfigFiles(t *testing.T) {
+	clitest.ConfigFiles(t, "testdata/config", func() any { c := DefaultConfig(); return &c })
 }
