@@ -217,11 +217,16 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
 	}
 	defer be.Close()
 
+	// A wrong SASL password would otherwise surface as "unexpected EOF" or a silent retry loop.
+	if err := tkafka.CheckAuth(ctx, cfg.Kafka); err != nil {
+		return err
+	}
 	km := tkafka.NewMetrics(rt.Registry)
 	src, err := kafkaio.NewSource(cfg.Kafka, cfg.ConsumerGroup, km)
 	if err != nil {
 		return err
 	}
+	src.Log = rt.Log
 	defer src.Close()
 	pub, err := kafkaio.NewPublisher(cfg.Kafka, km)
 	if err != nil {
