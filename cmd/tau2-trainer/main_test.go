@@ -103,13 +103,13 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"backend=tpu", "admission.enabled=false", "kafka.embedded=true", "kafka.brokers=[127.0.0.1:0]"}, "not available"},
+		{[]string{"backend=tpu", "admission.enabled=false", "kafka.embedded=true", "kafka.brokers=[127.0.0.1:0]"}, "want cpu or cuda"},
 		{[]string{"batch_size=0"}, "batch_size"},
 		{[]string{"no_such_key=1"}, "no_such_key"},
 	} {
 		err := execute(t, ctx, append(c.args, "checkpoint.dir="+t.TempDir())...)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%v: err %v, want %q", c.args, err, c.want)
+		if err == nil || !strings.Contains(err.Error(), c.want) || cli.ExitCode(err) != 2 {
+			t.Errorf("%v: err %v (exit %d), want %q and exit 2", c.args, err, cli.ExitCode(err), c.want)
 		}
 	}
 }
