@@ -73,6 +73,10 @@ func run(ctx context.Context, rt *cli.Runtime, cfg Config) error {
 		return err
 	}
 	defer stop()
+	// A wrong SASL password would otherwise surface as "unexpected EOF" or a silent retry loop.
+	if err := tkafka.CheckAuth(ctx, cfg.Kafka); err != nil {
+		return err
+	}
 	rt.Log.Info("archiver config", "kafka", cfg.Kafka)
 	a, err := archiver.OpenKafka(ctx, cfg.Config, cfg.Kafka,
 		archiver.Deps{Metrics: archiver.NewMetrics(rt.Registry), Log: rt.Log}, tkafka.NewMetrics(rt.Registry))

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -47,7 +48,7 @@ func reportMain(args []string) {
 		fmt.Fprintf(os.Stderr, "tau2-eval report: %v\n", err)
 		os.Exit(2)
 	}
-	cfg := reportConfig{MaxK: 4, ByVersion: true, Format: "text"}
+	cfg := defaultReportConfig()
 	app := cli.App{Name: "tau2-eval report", Usage: reportUsage, MetricsAddr: "off"}
 	cli.MainArgs(app, rest, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
 		return runReport(ctx, &cfg, os.Stdout)
@@ -74,15 +75,28 @@ type reportRow struct {
 	PassHatK     []float64 `json:"pass_hat_k"`
 }
 
+// Validate checks the configuration (cli calls it before the run: exit status 2).
+func (c *reportConfig) Validate() error {
+	var errs []error
+	if c.Dataset == "" {
+		errs = append(errs, errors.New("no dataset directory given"))
+	}
+	if c.MaxK < 1 {
+		errs = append(errs, errors.New("max_k must be ≥ 1"))
+	}
+	if c.Format != "text" && c.Format != "json" {
+		errs = append(errs, fmt.Errorf("format %q is not text or json", c.Format))
+	}
+	return errors.Join(errs...)
+}
+
+func defaultReportConfig() reportConfig {
+	return reportConfig{MaxK: 4, ByVersion: true, Format: "text"}
+}
+
 func runReport(ctx context.Context, cfg *reportConfig, out io.Writer) error {
-	if cfg.Dataset == "" {
-		return fmt.Errorf("%w: no dataset directory given", cli.ErrUsage)
-	}
-	if cfg.MaxK < 1 {
-		return fmt.Errorf("%w: max_k must be ≥ 1", cli.ErrUsage)
-	}
-	if cfg.Format != "text" && cfg.Format != "json" {
-		return fmt.Errorf("%w: format %q is not text or json", cli.ErrUsage, cfg.Format)
+	if err := cfg.Validate(); err != nil {
+		return cli.Usage(err)
 	}
 	ds, err := dataset.Open(cfg.Dataset)
 	if err != nil {

@@ -66,6 +66,10 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
 	if topic == "" {
 		topic = cfg.Kafka.Topics.Trajectories
 	}
+	// A wrong SASL password would otherwise surface as "unexpected EOF" or a silent retry loop.
+	if err := kafka.CheckAuth(ctx, cfg.Kafka); err != nil {
+		return err
+	}
 	w, err := kafka.NewWriter(cfg.Kafka, topic, kafka.NewMetrics(rt.Registry))
 	if err != nil {
 		return fmt.Errorf("tau2-replay: %w", err)

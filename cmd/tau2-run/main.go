@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -80,6 +81,24 @@ func defaultConfig() Config {
 	}
 }
 
+// Validate checks the configuration (cli calls it before anything starts: exit status 2).
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Steps < 1 || c.GroupSize < 1 || c.BatchSize < 1 || c.Concurrency < 1 {
+		errs = append(errs, errors.New("steps, group_size, batch_size and concurrency must be at least 1"))
+	}
+	if c.AgentErrorRate < 0 || c.AgentErrorRate > 1 {
+		errs = append(errs, fmt.Errorf("agent_error_rate: %v must be in [0, 1]", c.AgentErrorRate))
+	}
+	if c.Timeout <= 0 || c.Interval <= 0 {
+		errs = append(errs, errors.New("timeout and interval must be positive"))
+	}
+	if c.Bin == "" || c.Dir == "" || c.Domain == "" {
+		errs = append(errs, errors.New("bin, dir and domain are required"))
+	}
+	return errors.Join(errs...)
+}
+
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "experiment" {
 		experimentMain(os.Args[2:])
@@ -87,9 +106,6 @@ func main() {
 	}
 	cfg := defaultConfig()
 	cli.Main(cli.App{Name: "tau2-run", Usage: usage, MetricsAddr: "off"}, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
-		if cfg.Steps < 1 || cfg.GroupSize < 1 || cfg.BatchSize < 1 || cfg.Concurrency < 1 {
-			return fmt.Errorf("steps, group_size, batch_size and concurrency must be at least 1")
-		}
 		for _, b := range []string{"tau2-broker", "tau2-scripted-llm", "tau2-archiver", "tau2-trainer", "tau2-producer"} {
 			if _, err := os.Stat(filepath.Join(cfg.Bin, b)); err != nil {
 				return fmt.Errorf("%s not built in %s (run 'make build'): %w", b, cfg.Bin, err)

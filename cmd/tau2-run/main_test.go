@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"tau2rl/cmd/internal/clitest"
 )
 
 // TestPipelineEndToEnd is `make run` on the mock domain: the real binaries, each its own
@@ -168,4 +170,9 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(binDir)
 	}
 	os.Exit(code)
+}
+
+// TestConfigFiles: testdata/config/{good,bad} (see cmd/internal/clitest).
+func TestConfigFiles(t *testing.T) {
+	clitest.ConfigFiles(t, "testdata/config", func() any { c := defaultConfig(); return &c })
 }

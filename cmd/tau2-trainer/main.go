@@ -138,6 +138,33 @@ func backendNames() string {
 // stdout is where summaries go (a variable so tests can capture it).
 var stdout io.Writer = os.Stdout
 
+// Validate checks the whole configuration (cli calls it before run, so a bad value is exit
+// status 2 before the model loads or any connection is made).
+func (c *Config) Validate() error {
+	errs := []error{c.Config.Validate(), c.Kafka.Validate()}
+	// Whether this binary was built with the backend is checked when it is opened (still exit
+	// status 2): a config for a GPU node must validate on a CPU-only build too.
+	if c.Backend != "cpu" && c.Backend != "cuda" {
+		errs = append(errs, fmt.Errorf("backend %q: want cpu or cuda", c.Backend))
+	}
+	if c.ConsumerGroup == "" {
+		errs = append(errs, errors.New("consumer_group: required"))
+	}
+	switch c.Reload.Backend {
+	case "none", "":
+	case llm.BackendSGLang, llm.BackendVLLM:
+		if len(c.Reload.Endpoints) == 0 {
+			errs = append(errs, fmt.Errorf("reload.endpoints: at least one server to reload with reload.backend=%s", c.Reload.Backend))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("reload.backend %q: want none, sglang or vllm", c.Reload.Backend))
+	}
+	if c.Admission.Enabled && c.DataDir == "" && os.Getenv("TAU2_DATA_DIR") == "" {
+		errs = append(errs, errors.New("admission needs the τ² task splits: set data_dir or TAU2_DATA_DIR (or admission.enabled=false)"))
+	}
+	return errors.Join(errs...)
+}
+
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "sft" {
 		sftMain(os.Args[2:])
@@ -218,8 +245,8 @@ func openBackend(cfg *Config, rt *cli.Runtime) (gpu.Backend, *checkpoint.State, 
 }
 
 func run(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
-	if err := cfg.Config.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
+	if err := cfg.Validate(); err != nil {
+		return cli.Usage(err)
 	}
 	stopBroker, err := embedded.ForConfig(ctx, &cfg.Kafka)
 	if err != nil {
@@ -233,11 +260,16 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
 	}
 	defer be.Close()
 
+	// A wrong SASL password would otherwise surface as "unexpected EOF" or a silent retry loop.
+	if err := tkafka.CheckAuth(ctx, cfg.Kafka); err != nil {
+		return err
+	}
 	km := tkafka.NewMetrics(rt.Registry)
 	src, err := kafkaio.NewSource(cfg.Kafka, cfg.ConsumerGroup, km)
 	if err != nil {
 		return err
 	}
+	src.Log = rt.Log
 	defer src.Close()
 	pub, err := kafkaio.NewPublisher(cfg.Kafka, km)
 	if err != nil {

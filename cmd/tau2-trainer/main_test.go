@@ -18,6 +18,7 @@ import (
 	"tau2rl/trainer/trajtest"
 
 	"tau2rl/cmd/internal/cli"
+	"tau2rl/cmd/internal/clitest"
 )
 
 func execute(t *testing.T, ctx context.Context, args ...string) error {
@@ -165,7 +166,7 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"backend=tpu", "admission.enabled=false", "kafka.embedded=true", "kafka.brokers=[127.0.0.1:0]"}, "not available"},
+		{[]string{"backend=tpu", "admission.enabled=false", "kafka.embedded=true", "kafka.brokers=[127.0.0.1:0]"}, "want cpu or cuda"},
 		{[]string{"batch_size=0"}, "batch_size"},
 		{[]string{"no_such_key=1"}, "no_such_key"},
 		{[]string{"parallel.devices=[0,1]", "admission.enabled=false"}, "parallel.devices is for backend cuda"},
@@ -174,8 +175,13 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"parallel.shard_parameters=true", "admission.enabled=false"}, "needs parallel.devices or parallel.ranks"},
 	} {
 		err := execute(t, ctx, append(c.args, "checkpoint.dir="+t.TempDir())...)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%v: err %v, want %q", c.args, err, c.want)
+		if err == nil || !strings.Contains(err.Error(), c.want) || cli.ExitCode(err) != 2 {
+			t.Errorf("%v: err %v (exit %d), want %q and exit 2", c.args, err, cli.ExitCode(err), c.want)
 		}
 	}
+}
+
+// TestConfigFiles: testdata/config/{good,bad} (see cmd/internal/clitest).
+func TestConfigFiles(t *testing.T) {
+	clitest.ConfigFiles(t, "testdata/config", func() any { c := DefaultConfig(); return &c })
 }

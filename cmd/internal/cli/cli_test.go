@@ -265,3 +265,24 @@ func TestConfigErrorsExitTwo(t *testing.T) {
 		t.Errorf("success: exit %d", code)
 	}
 }
+
+// TestLoggerRedacts: log lines carry upstream errors and URLs; credentials in them are masked.
+func TestLoggerRedacts(t *testing.T) {
+	for _, format := range []string{"text", "json"} {
+		var b bytes.Buffer
+		log, err := NewLogger(&b, "info", format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.Warn("upstream said Authorization: Bearer sk-live-0123456789abcdefghij",
+			"err", errors.New(`HTTP 401: {"api_key": "opaque-secret-1"}`), "url", "https://bob:hunter22@proxy/v1", "n", 3)
+		for _, leak := range []string{"0123456789abcdef", "opaque-secret-1", "hunter22"} {
+			if strings.Contains(b.String(), leak) {
+				t.Errorf("%s log shows %q: %s", format, leak, b.String())
+			}
+		}
+		if !strings.Contains(b.String(), "[REDACTED]") || !strings.Contains(b.String(), "proxy/v1") {
+			t.Errorf("%s log lost its context: %s", format, b.String())
+		}
+	}
+}
