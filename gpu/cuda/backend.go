@@ -50,6 +50,9 @@ type Backend struct {
 	// stateErr is set when LoadOptimizerState failed half-way through replacing the state; Step
 	// and SaveOptimizerState refuse to run on such a state until a load succeeds.
 	stateErr error
+	// shard is set once the backend is a data-parallel rank (shard.go): master, m and v then hold
+	// only the shard's elements, and param/grad are padded to World·Len.
+	shard *gpu.Shard
 }
 
 // layerOffsets are the element offsets of one layer's tensors; qkv points at q_proj, which k_proj
@@ -306,6 +309,9 @@ func (b *Backend) Step(opt gpu.Optimizer) (float64, error) {
 	if b.stateErr != nil {
 		return 0, fmt.Errorf("cuda: step: %w", b.stateErr)
 	}
+	if b.shard != nil {
+		return 0, errSharded
+	}
 	var ss C.double
 	s := b.newSeq()
 	s.do("gradient norm", func() C.t2_status { return C.t2_sumsq(&ss, f32p(b.partial), f32p(b.grad), csz(b.total)) })
@@ -353,7 +359,7 @@ func (b *Backend) Weights() (*gpu.Weights, error) {
 	}
 	w := &gpu.Weights{Config: b.cfg, Tensors: map[string][]float32{}}
 	for _, s := range b.specs {
-		t, err := b.tensor(b.master, s)
+		t, err := b.weightTensor(s)
 		if err != nil {
 			return nil, err
 		}
@@ -384,6 +390,9 @@ func (b *Backend) Save(dir string, dtype gpu.DType) error {
 	if err := b.enter(); err != nil {
 		return err
 	}
+	if b.shard != nil && dtype != gpu.BF16 {
+		return fmt.Errorf("cuda: a data-parallel rank holds its weights in full only in bfloat16 (the fp32 masters are sharded): save %s, not %s", gpu.BF16, dtype)
+	}
 	byName := map[string]gpu.ParamSpec{}
 	for _, s := range b.specs {
 		byName[s.Name] = s
@@ -393,7 +402,7 @@ func (b *Backend) Save(dir string, dtype gpu.DType) error {
 		if !ok {
 			return nil, fmt.Errorf("cuda: no tensor %s", name)
 		}
-		return b.tensor(b.master, s)
+		return b.weightTensor(s)
 	})
 }
 

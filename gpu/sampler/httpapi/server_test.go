@@ -1,0 +1,368 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"tau2rl/gpu"
+	"tau2rl/gpu/cpu"
+	"tau2rl/gpu/sampler"
+	"tau2rl/lib/inference/tokenizer"
+	"tau2rl/lib/inference/tokenizer/tokenizertest"
+)
+
+var initOpts = gpu.InitOptions{Std: 0.5, NormJitter: 0.2}
+
+type fixture struct {
+	eng *sampler.Engine
+	srv *httptest.Server
+	dir string // the checkpoint served
+}
+
+// newFixture serves cfg's random checkpoint (seed 5) on loopback, with tok (may be nil).
+func newFixture(t testing.TB, cfg gpu.Config, tok *tokenizer.Tokenizer, ecfg sampler.Config) *fixture {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "v0")
+	w, err := gpu.WriteRandomCheckpoint(dir, cfg, 5, initOpts, gpu.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := cpu.NewDecoder(w, gpu.KVCacheSpec{BlockSize: 4, NumBlocks: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := sampler.New(dec, ecfg, tok, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = eng.Run(context.Background()) }()
+	srv := httptest.NewServer(New(eng, Options{ModelName: "tiny", ModelPath: dir}).Handler())
+	t.Cleanup(func() { srv.Close(); eng.Close(); <-eng.Done() })
+	return &fixture{eng: eng, srv: srv, dir: dir}
+}
+
+func (f *fixture) post(t testing.TB, path, body string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Post(f.srv.URL+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatalf("%s: status %d, body %q is not a JSON object", path, resp.StatusCode, data)
+	}
+	return resp.StatusCode, out
+}
+
+func ints(v any) []int32 {
+	var out []int32
+	for _, x := range v.([]any) {
+		out = append(out, int32(x.(float64)))
+	}
+	return out
+}
+
+func TestGenerateWire(t *testing.T) {
+	tok := tokenizertest.Qwen3(t)
+	f := newFixture(t, gpu.TinyConfig(), tok, sampler.Config{})
+	body := `{"input_ids": [1, 5, 9, 13, 17, 21], "rid": "ep1-t0", "return_logprob": true,
+		"sampling_params": {"max_new_tokens": 12, "temperature": 1.0, "top_p": 1.0, "top_k": -1, "min_p": 0, "sampling_seed": 42, "ignore_eos": true}}`
+	status, out := f.post(t, "/generate", body)
+	if status != 200 {
+		t.Fatalf("status %d: %v", status, out)
+	}
+	ids := ints(out["output_ids"])
+	meta := out["meta_info"].(map[string]any)
+	lps := meta["output_token_logprobs"].([]any)
+	if len(ids) != 12 || len(lps) != 12 || meta["id"] != "ep1-t0" || meta["weight_version"] != "0" ||
+		meta["prompt_tokens"].(float64) != 6 || meta["completion_tokens"].(float64) != 12 {
+		t.Fatalf("response %v", out)
+	}
+	for i, tr := range lps {
+		tr := tr.([]any)
+		if lp := tr[0].(float64); !(lp <= 0) || int32(tr[1].(float64)) != ids[i] || tr[2] != nil {
+			t.Fatalf("logprob triple %d: %v", i, tr)
+		}
+	}
+	fr := meta["finish_reason"].(map[string]any)
+	if fr["type"] != "length" || fr["length"].(float64) != 12 {
+		t.Fatalf("finish %v", fr)
+	}
+	if _, ok := out["text"].(string); !ok {
+		t.Fatalf("no text with a tokenizer: %v", out)
+	}
+	vs := meta["weight_versions"].([]any)
+	if len(vs) != 1 || vs[0].(map[string]any)["end"].(float64) != 12 {
+		t.Fatalf("weight_versions %v", vs)
+	}
+	// The same seed gives the same tokens; vLLM's endpoint agrees with SGLang's.
+	_, again := f.post(t, "/generate", body)
+	if !slices.Equal(ints(again["output_ids"]), ids) {
+		t.Fatal("same seed, different output")
+	}
+	status, v := f.post(t, "/v1/completions", `{"model": "tiny", "prompt": [1, 5, 9, 13, 17, 21], "max_tokens": 12, "temperature": 1,
+		"seed": 42, "ignore_eos": true, "logprobs": 0, "return_token_ids": true, "return_tokens_as_token_ids": true}`)
+	if status != 200 {
+		t.Fatalf("completions %d %v", status, v)
+	}
+	ch := v["choices"].([]any)[0].(map[string]any)
+	if !slices.Equal(ints(ch["token_ids"]), ids) || ch["finish_reason"] != "length" {
+		t.Fatalf("vLLM choice %v, SGLang ids %v", ch, ids)
+	}
+	toks := ch["logprobs"].(map[string]any)["tokens"].([]any)
+	if toks[0] != "token_id:"+itoa(ids[0]) {
+		t.Fatalf("tokens %v", toks)
+	}
+	// A cached repeat reports its prefix-cache hit.
+	_, rep := f.post(t, "/generate", `{"input_ids": [1, 5, 9, 13, 17, 21], "sampling_params": {"max_new_tokens": 1}}`)
+	if rep["meta_info"].(map[string]any)["cached_tokens"].(float64) != 4 {
+		t.Fatalf("cached tokens %v", rep["meta_info"])
+	}
+}
+
+func itoa(v int32) string { b, _ := json.Marshal(v); return string(b) }
+
+// TestStopString: generation stops when the detokenized output contains a stop string, which
+// SGLang trims from text and reports as matched.
+func TestStopString(t *testing.T) {
+	tok := tokenizertest.Qwen3(t)
+	f := newFixture(t, gpu.TinyConfig(), tok, sampler.Config{})
+	_, ref := f.post(t, "/generate", `{"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 20, "temperature": 0, "ignore_eos": true}}`)
+	ids := ints(ref["output_ids"])
+	text := ref["text"].(string)
+	if len(text) < 6 {
+		t.Fatalf("text %q too short", text)
+	}
+	stop := text[3:5]
+	body, _ := json.Marshal(map[string]any{"input_ids": []int{1, 2, 3}, "sampling_params": map[string]any{
+		"max_new_tokens": 20, "temperature": 0, "ignore_eos": true, "stop": stop}})
+	_, got := f.post(t, "/generate", string(body))
+	fr := got["meta_info"].(map[string]any)["finish_reason"].(map[string]any)
+	gotIDs := ints(got["output_ids"])
+	if fr["type"] != "stop" || fr["matched"] != stop || !slices.Equal(gotIDs, ids[:len(gotIDs)]) || len(gotIDs) >= len(ids) {
+		t.Fatalf("stop %q: finish %v ids %v (ref %v)", stop, fr, gotIDs, ids)
+	}
+	if want := text[:strings.Index(text, stop)]; got["text"] != want {
+		t.Fatalf("text %q, want %q", got["text"], want)
+	}
+}
+
+// TestBadInput: each malformed request gets a 4xx naming the problem, and the server keeps
+// serving.
+func TestBadInput(t *testing.T) {
+	f := newFixture(t, gpu.TinyConfig(), nil, sampler.Config{ContextLength: 64})
+	long := strings.Repeat("1,", 63) + "1"
+	for _, tc := range []struct{ path, body, want string }{
+		{"/generate", `{"input_ids": [1, 2`, "malformed JSON"},
+		{"/generate", `{}`, "input_ids is required"},
+		{"/generate", `{"input_ids": []}`, "cannot be empty"},
+		{"/generate", `{"input_ids": [[1, 2], [3]]}`, "batch"},
+		{"/generate", `{"input_ids": ["a"]}`, "list of integer token ids"},
+		{"/generate", `{"input_ids": [1, 64]}`, "outside the vocabulary"},
+		{"/generate", `{"input_ids": [1, -3]}`, "outside the vocabulary"},
+		{"/generate", `{"input_ids": [99999999999]}`, "outside the vocabulary"},
+		{"/generate", `{"input_ids": [` + long + `]}`, "context length is 64"},
+		{"/generate", `{"input_ids": [1], "sampling_params": {"max_new_tokens": 64}}`, "exceeds the context length"},
+		{"/generate", `{"input_ids": [1], "sampling_params": {"max_new_tokens": -1}}`, "max_new_tokens"},
+		{"/generate", `{"input_ids": [1], "sampling_params": {"temperature": -0.5}}`, "temperature"},
+		{"/generate", `{"input_ids": [1], "sampling_params": {"top_p": 0}}`, "top_p"},
+		{"/generate", `{"input_ids": [1], "sampling_params": {"top_p": 1.5}}`, "top_p"},
+		{"/generate", `{"input_ids": [1], "sampling_params": {"min_p": 2}}`, "min_p"},
+		{"/generate", `{"input_ids": [1], "sampling_params": {"top_k": -2}}`, "top_k"},
+		{"/generate", `{"input_ids": [1], "sampling_params": {"n": 2}}`, "n must be 1"},
+		{"/generate", `{"input_ids": [1], "sampling_params": {"stop": "x"}}`, "tokenizer"},
+		{"/generate", `{"input_ids": [1], "sampling_params": {"stop": 5}}`, "stop must be"},
+		{"/generate", `{"input_ids": [1], "sampling_params": {"stop_token_ids": [-1]}}`, "stop_token_ids"},
+		{"/generate", `{"input_ids": [1], "stream": true}`, "stream"},
+		{"/generate", `{"text": "hello"}`, "text prompts"},
+		{"/v1/completions", `{"prompt": "hello"}`, "text prompts"},
+		{"/v1/completions", `{"prompt": [1, 2], "logprobs": 5}`, "logprobs=5"},
+		{"/v1/completions", `{"prompt": [1, 2], "max_tokens": 63}`, "exceeds the context length"},
+		{"/v1/completions", `{"prompt": [1, 2], "temperature": -1}`, "temperature"},
+		{"/v1/completions", `[1, 2]`, "malformed JSON"},
+		{"/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}]}`, "tokenizer"},
+		{"/update_weights_from_disk", `{"model_path": ""}`, "empty checkpoint path"},
+		{"/update_weights_from_disk", `{"model_path": "/nonexistent"}`, "old weights keep serving"},
+		{"/update_weights_from_disk", `{"model_path": "x", "load_format": "dummy"}`, "load_format"},
+		{"/pause_generation", `{"mode": "sideways"}`, "mode"},
+		{"/abort_request", `{}`, "rid or abort_all"},
+		{"/update_weights", `{"update_info": {"path": "x"}}`, "start_weight_update"},
+		{"/finish_weight_update", `{}`, "no weight update"},
+	} {
+		status, out := f.post(t, tc.path, tc.body)
+		msg, _ := json.Marshal(out)
+		if status < 400 || status >= 500 || !strings.Contains(string(msg), tc.want) {
+			t.Errorf("%s %s: status %d %s, want 4xx mentioning %q", tc.path, tc.body, status, msg, tc.want)
+		}
+	}
+	if status, out := f.post(t, "/generate", `{"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 3}}`); status != 200 {
+		t.Fatalf("after bad input: %d %v", status, out)
+	}
+	if st := f.eng.Stats(); st.Running+st.Waiting != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestReloadFromDisk: a reload changes the outputs and the version; a malformed or mismatched
+// checkpoint is rejected with a clear message and the served weights do not change.
+func TestReloadFromDisk(t *testing.T) {
+	f := newFixture(t, gpu.TinyConfig(), nil, sampler.Config{})
+	gen := func() ([]int32, string) {
+		_, out := f.post(t, "/generate", `{"input_ids": [3, 1, 4, 1, 5], "sampling_params": {"max_new_tokens": 16, "temperature": 0, "ignore_eos": true}}`)
+		return ints(out["output_ids"]), out["meta_info"].(map[string]any)["weight_version"].(string)
+	}
+	a, v := gen()
+	if v != "0" {
+		t.Fatalf("version %q", v)
+	}
+	dir1 := filepath.Join(t.TempDir(), "v1")
+	if _, err := gpu.WriteRandomCheckpoint(dir1, gpu.TinyConfig(), 6, initOpts, gpu.BF16); err != nil {
+		t.Fatal(err)
+	}
+	status, out := f.post(t, "/update_weights_from_disk", `{"model_path": "`+dir1+`", "weight_version": "1"}`)
+	if status != 200 || out["success"] != true {
+		t.Fatalf("reload: %d %v", status, out)
+	}
+	b, v := gen()
+	if v != "1" || slices.Equal(a, b) {
+		t.Fatalf("after reload: version %q, output changed %v", v, !slices.Equal(a, b))
+	}
+	// Broken checkpoints.
+	corrupt := filepath.Join(t.TempDir(), "corrupt")
+	if _, err := gpu.WriteRandomCheckpoint(corrupt, gpu.TinyConfig(), 7, initOpts, gpu.F32); err != nil {
+		t.Fatal(err)
+	}
+	st := filepath.Join(corrupt, "model.safetensors")
+	data, _ := os.ReadFile(st)
+	if err := os.WriteFile(st, data[:len(data)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wide := gpu.TinyConfig()
+	wide.HiddenSize = 48
+	mismatched := filepath.Join(t.TempDir(), "wide")
+	if _, err := gpu.WriteRandomCheckpoint(mismatched, wide, 7, initOpts, gpu.F32); err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]string{corrupt: "safetensors", mismatched: "hidden_size"} {
+		status, out := f.post(t, "/update_weights_from_disk", `{"model_path": "`+dir+`", "weight_version": "2"}`)
+		if status != 400 || out["success"] != false || !strings.Contains(out["message"].(string), want) {
+			t.Fatalf("%s: %d %v, want a 400 mentioning %q", dir, status, out, want)
+		}
+	}
+	c, v := gen()
+	if v != "1" || !slices.Equal(b, c) {
+		t.Fatalf("after rejected reloads: version %q, output %v, want %v", v, c, b)
+	}
+	_, info := func() (int, map[string]any) {
+		resp, err := http.Get(f.srv.URL + "/get_model_info")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m
+	}()
+	if info["weight_version"] != "1" || info["model_path"] != dir1 {
+		t.Fatalf("model info %v", info)
+	}
+}
+
+// TestDisconnectFreesBlocks: a client that goes away mid-generation gets its request aborted and
+// its KV blocks freed.
+func TestDisconnectFreesBlocks(t *testing.T) {
+	off := false
+	f := newFixture(t, gpu.TinyConfig(), nil, sampler.Config{PrefixCache: &off})
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.srv.URL+"/generate",
+		strings.NewReader(`{"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 500, "ignore_eos": true}}`))
+	done := make(chan error)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for f.eng.Stats().UsedBlocks == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("request never started")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	for {
+		if err := f.eng.Barrier(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		st := f.eng.Stats()
+		if st.UsedBlocks == 0 && st.Running == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("blocks not freed after disconnect: %+v", st)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestChatMessage: the completion parser's result becomes OpenAI's message shape.
+func TestChatMessage(t *testing.T) {
+	msg, finish := chatMessage(`<think>
+plan
+</think>
+
+Let me look.
+<tool_call>
+{"name": "get_user", "arguments": {"id": "u1"}}
+</tool_call>`, true, "r1", sampler.FinishStop)
+	calls := msg["tool_calls"].([]map[string]any)
+	if finish != "tool_calls" || msg["reasoning_content"] != "plan" || msg["content"] != "Let me look." || len(calls) != 1 ||
+		calls[0]["function"].(map[string]any)["arguments"] != `{"id": "u1"}` || calls[0]["id"] != "call_r1_0" {
+		t.Fatalf("message %v finish %s", msg, finish)
+	}
+	msg, finish = chatMessage(`<tool_call>{"name": broken</tool_call>`, true, "r2", sampler.FinishStop)
+	if finish != "stop" || msg["tool_calls"] != nil || !strings.Contains(msg["content"].(string), "broken") {
+		t.Fatalf("malformed call: %v %s", msg, finish)
+	}
+	msg, _ = chatMessage("plain answer", false, "r3", sampler.FinishLength)
+	if msg["content"] != "plain answer" {
+		t.Fatalf("plain: %v", msg)
+	}
+}
+
+// FuzzGenerateRequest: whatever the body, /generate answers 200 or a 4xx, never a 5xx or a crash.
+func FuzzGenerateRequest(f *testing.F) {
+	fx := newFixture(f, gpu.TinyConfig(), nil, sampler.Config{ContextLength: 64})
+	for _, s := range []string{
+		`{"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 4, "temperature": 0.5, "top_k": 3}}`,
+		`{"input_ids": [[1], [2]]}`, `{"input_ids": [1], "sampling_params": {"top_p": 1e309}}`,
+		`{"input_ids": [1], "sampling_params": {"max_new_tokens": null, "stop_token_ids": [2]}}`, `null`, `{"input_ids": {}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	h := New(fx.eng, Options{}).Handler()
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, path := range []string{"/generate", "/v1/completions"} {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))
+			if rec.Code != 200 && (rec.Code < 400 || rec.Code >= 500) {
+				t.Fatalf("%s %q: status %d %s", path, body, rec.Code, rec.Body)
+			}
+		}
+	})
+}
