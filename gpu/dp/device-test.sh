@@ -39,7 +39,7 @@ run)
   cuda=${CUDA_HOME:-/usr/local/cuda}
   nccl=${NCCL_HOME:-$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null || echo "$cuda")}
   nccllib=$(dirname "$(ls "$nccl"/lib*/libnccl.so* 2>/dev/null | head -1)")
-  make -f gpu/cuda/gpu.mk -j16 gpu/cuda/build/libt2cuda.a >"$OUT/dp-build.log" 2>&1
+  make -f gpu/cuda/gpu.mk -j16 gpu/cuda/build/libt2cuda.a >"$OUT/dp-build.log" 2>&1 || { tail -20 "$OUT/dp-build.log"; exit 1; }
   g++ -shared -o .devbin/lib/libt2cuda.so gpu/cuda/build/*.o -L"$cuda/lib64" -lcublas -lcudart
   nvcc -O3 -std=c++17 -Xcompiler -fPIC -shared -I"$nccl/include" gpu/collective/nccl/csrc/t2nccl.cu \
     -o .devbin/lib/libt2nccl.so -L"$nccllib" -l:"$(basename "$(ls "$nccllib"/libnccl.so* | head -1)")" -lcudart
