@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -45,26 +46,42 @@ func joinRequest(id string) *kmsg.JoinGroupRequest {
 // join joins (or rejoins) the group and waits for the join to complete.
 func (m *member) join(ctx context.Context) *kmsg.JoinGroupResponse {
 	m.t.Helper()
+	resp, err := m.tryJoin(ctx)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	return resp
+}
+
+// tryJoin is join for other goroutines than the test's.
+func (m *member) tryJoin(ctx context.Context) (*kmsg.JoinGroupResponse, error) {
 	for {
 		resp, err := joinRequest(m.id).RequestWith(ctx, m.cl)
 		if err != nil {
-			m.t.Fatalf("join: %v", err)
+			return nil, fmt.Errorf("join: %w", err)
 		}
 		if resp.ErrorCode == kerr.MemberIDRequired.Code {
 			m.id = resp.MemberID
 			continue
 		}
 		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-			m.t.Fatalf("join: %v", err)
+			return nil, fmt.Errorf("join: %w", err)
 		}
 		m.id, m.gen = resp.MemberID, resp.Generation
-		return resp
+		return resp, nil
 	}
 }
 
 // sync syncs; the leader hands every member one partition.
 func (m *member) sync(ctx context.Context, jr *kmsg.JoinGroupResponse) {
 	m.t.Helper()
+	if err := m.trySync(ctx, jr); err != nil {
+		m.t.Fatal(err)
+	}
+}
+
+// trySync is sync for other goroutines than the test's.
+func (m *member) trySync(ctx context.Context, jr *kmsg.JoinGroupResponse) error {
 	req := kmsg.NewPtrSyncGroupRequest()
 	req.Group, req.Generation, req.MemberID = testGroup, m.gen, m.id
 	req.ProtocolType, req.Protocol = kmsg.StringPtr("consumer"), jr.Protocol
@@ -77,11 +94,12 @@ func (m *member) sync(ctx context.Context, jr *kmsg.JoinGroupResponse) {
 	}
 	resp, err := req.RequestWith(ctx, m.cl)
 	if err != nil {
-		m.t.Fatalf("sync: %v", err)
+		return fmt.Errorf("sync: %w", err)
 	}
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		m.t.Fatalf("sync: %v", err)
+		return fmt.Errorf("sync: %w", err)
 	}
+	return nil
 }
 
 // heartbeat keeps m alive until ctx ends; errors (a rebalance) are ignored.
@@ -119,20 +137,32 @@ func TestMemberKilledMidJoinIsEvicted(t *testing.T) {
 	// Generation 1: the leader alone.
 	leader.sync(ctx, leader.join(ctx))
 	// Generation 2: leader and ghost.
-	gj := make(chan *kmsg.JoinGroupResponse, 1)
-	go func() { gj <- ghost.join(ctx) }()
+	type joined struct {
+		resp *kmsg.JoinGroupResponse
+		err  error
+	}
+	gj := make(chan joined, 1)
+	go func() { r, err := ghost.tryJoin(ctx); gj <- joined{r, err} }()
 	waitMembers(t, b, 2)
 	lj := leader.join(ctx)
-	ghostJoin := <-gj
-	go ghost.sync(ctx, ghostJoin)
+	g := <-gj
+	if g.err != nil {
+		t.Fatal(g.err)
+	}
+	ghostJoin := g.resp
+	ghostSynced := make(chan error, 1)
+	go func() { ghostSynced <- ghost.trySync(ctx, ghostJoin) }()
 	leader.sync(ctx, lj)
+	if err := <-ghostSynced; err != nil {
+		t.Fatal(err)
+	}
 	hbCtx, stopHB := context.WithCancel(ctx)
 	defer stopHB()
 	go leader.heartbeat(hbCtx)
 
 	// Generation 3: a late member joins; the ghost rejoins and dies mid-join.
-	lateJoin := make(chan *kmsg.JoinGroupResponse, 1)
-	go func() { lateJoin <- late.join(ctx) }()
+	lateJoin := make(chan joined, 1)
+	go func() { r, err := late.tryJoin(ctx); lateJoin <- joined{r, err} }()
 	waitMembers(t, b, 3)
 	dying := make(chan struct{})
 	go func() {
@@ -144,12 +174,20 @@ func TestMemberKilledMidJoinIsEvicted(t *testing.T) {
 	<-dying
 	stopHB()
 	lj = leader.join(ctx)
-	ljLate := <-lateJoin
+	lt := <-lateJoin
+	if lt.err != nil {
+		t.Fatal(lt.err)
+	}
+	ljLate := lt.resp
 	if len(lj.Members) != 3 || !slices.ContainsFunc(lj.Members, func(m kmsg.JoinGroupResponseMember) bool { return m.MemberID == ghost.id }) {
 		t.Fatalf("generation %d members %v: the dead member's rejoin should have completed the join", lj.Generation, lj.Members)
 	}
-	go late.sync(ctx, ljLate)
+	lateSynced := make(chan error, 1)
+	go func() { lateSynced <- late.trySync(ctx, ljLate) }()
 	leader.sync(ctx, lj)
+	if err := <-lateSynced; err != nil {
+		t.Fatal(err)
+	}
 	hb2, stop2 := context.WithCancel(ctx)
 	defer stop2()
 	go leader.heartbeat(hb2)
