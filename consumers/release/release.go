@@ -32,6 +32,7 @@ import (
 
 	"tau2rl/consumers/archiver"
 	"tau2rl/consumers/dataset"
+	"tau2rl/lib/durable"
 	"tau2rl/schemas"
 )
 
@@ -377,8 +378,8 @@ func releaseFile(ctx context.Context, cfg Config, src, rel string, seen map[stri
 	if err := os.Rename(tmp.Name(), outPath); err != nil {
 		return nil, fmt.Errorf("release: %w", err)
 	}
-	if err := syncDir(filepath.Dir(outPath)); err != nil {
-		return nil, err
+	if err := durable.SyncDir(filepath.Dir(outPath)); err != nil {
+		return nil, fmt.Errorf("release: %w", err)
 	}
 	return &FileManifest{Path: filepath.ToSlash(rel), Rows: kept, Bytes: size, SHA256: sum, Mode: mode,
 		Source: filepath.ToSlash(rel), KafkaOffsets: ranges}, nil
@@ -406,36 +407,8 @@ func hashFile(f *os.File) (int64, string, error) {
 }
 
 func writeDurable(p string, data []byte) error {
-	tmp := filepath.Join(filepath.Dir(p), "."+filepath.Base(p)+".tmp")
-	f, err := os.Create(tmp)
-	if err != nil {
+	if err := durable.WriteFile(p, data, 0o644); err != nil {
 		return fmt.Errorf("release: %w", err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("release: write %s: %w", p, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("release: fsync %s: %w", p, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("release: %w", err)
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		return fmt.Errorf("release: %w", err)
-	}
-	return syncDir(filepath.Dir(p))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("release: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("release: fsync %s: %w", dir, err)
 	}
 	return nil
 }

@@ -43,6 +43,7 @@ import (
 	"time"
 
 	"tau2rl/gpu"
+	"tau2rl/lib/durable"
 	"tau2rl/trainer/offsets"
 )
 
@@ -252,13 +253,8 @@ func syncTree(dir string) error {
 }
 
 func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
+	if err := durable.SyncDir(dir); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("checkpoint: fsync %s: %w", dir, err)
 	}
 	return nil
 }
