@@ -17,7 +17,7 @@ import (
 	"tau2rl/lib/tau2/evaluator"
 	"tau2rl/lib/tau2/evaluator/goldgen"
 	"tau2rl/lib/tau2/pyjson"
-	"tau2rl/producers/rollout"
+	"tau2rl/lib/uuid"
 	"tau2rl/schemas"
 )
 
@@ -28,7 +28,7 @@ func init() {
 // runConfig is `tau2-eval run`'s configuration: the producer's episode
 // settings (econfig.*, policy.*, user_endpoint.*, judge.*) plus the run.
 type runConfig struct {
-	rollout.RunnerConfig `yaml:",inline"`
+	episode.RunnerConfig `yaml:",inline"`
 	// Split is the task split to run ("" = every task of the domain).
 	// Default "test".
 	Split string `yaml:"split"`
@@ -53,7 +53,7 @@ type runConfig struct {
 }
 
 func defaultRunConfig() runConfig {
-	return runConfig{RunnerConfig: rollout.DefaultRunnerConfig(), Split: "test", NumTrials: 4, Concurrency: 8, Seed: 300}
+	return runConfig{RunnerConfig: episode.DefaultRunnerConfig(), Split: "test", NumTrials: 4, Concurrency: 8, Seed: 300}
 }
 
 const runUsage = `tau2-eval run -o RESULTS.json econfig.domain=airline split=test num_trials=4 [key=value …]
@@ -93,7 +93,7 @@ func runRun(ctx context.Context, cfg *runConfig, out io.Writer, rt *cli.Runtime)
 	if err := cfg.RunnerConfig.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
-	runners, err := rollout.NewRunners(cfg.RunnerConfig, func() int64 { return 0 }, rt.Registry)
+	runners, err := episode.NewRunners(cfg.RunnerConfig, func() int64 { return 0 }, rt.Registry)
 	if err != nil {
 		return err
 	}
@@ -153,7 +153,7 @@ func runRun(ctx context.Context, cfg *runConfig, out io.Writer, rt *cli.Runtime)
 		go func() {
 			defer wg.Done()
 			for u := range work {
-				u.res = runner.Run(ctx, episode.Input{Task: tasks[u.task], Split: orAll(cfg.Split), ID: rollout.NewID(),
+				u.res = runner.Run(ctx, episode.Input{Task: tasks[u.task], Split: orAll(cfg.Split), ID: uuid.New(),
 					Trial: u.trial, Seed: u.seed, Sampling: cfg.Sampling})
 				mu.Lock()
 				done++
@@ -226,7 +226,7 @@ func resultsFile(cfg *runConfig, tasks []*taskT, units []*evalUnit, start time.T
 	if cfg.Econfig.SoloMode {
 		agentImpl = "llm_agent_solo"
 	}
-	if cfg.Policy.Mode == rollout.ModeChat {
+	if cfg.Policy.Mode == episode.ModeChat {
 		agentLLM = cfg.Policy.Chat.Model
 	}
 	userImpl, userLLM := "user_simulator", any(cfg.Econfig.UserLLM)

@@ -7,9 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"tau2rl/lib/inference/tokenizer/tokenizertest"
 	"testing"
 	"time"
+
+	"tau2rl/lib/inference/tokenizer/tokenizertest"
+	"tau2rl/lib/tau2/episode"
+	"tau2rl/lib/uuid"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -19,7 +22,6 @@ import (
 	"tau2rl/lib/inference/llmtest"
 	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/evaluator"
-	"tau2rl/producers/rollout"
 	"tau2rl/producers/scripted"
 	"tau2rl/schemas"
 )
@@ -53,7 +55,7 @@ func runtime() *cli.Runtime {
 // τ²'s format and the pass^k table is printed.
 func TestRunWritesResultsAndPassK(t *testing.T) {
 	url, tokPath := scriptedURL(t)
-	for _, mode := range []string{rollout.ModeChat, rollout.ModeToken} {
+	for _, mode := range []string{episode.ModeChat, episode.ModeToken} {
 		t.Run(mode, func(t *testing.T) {
 			cfg := defaultRunConfig()
 			cfg.Econfig.Domain = "airline"
@@ -64,7 +66,7 @@ func TestRunWritesResultsAndPassK(t *testing.T) {
 			cfg.Concurrency = 3
 			cfg.Policy.Mode = mode
 			cfg.Policy.Tokenizer = tokPath
-			cfg.Policy.Endpoints = []rollout.Endpoint{{EndpointConfig: llm.EndpointConfig{BaseURL: url}}}
+			cfg.Policy.Endpoints = []episode.Endpoint{{EndpointConfig: llm.EndpointConfig{BaseURL: url}}}
 			cfg.Policy.Chat.Endpoint.BaseURL = url + "/v1"
 			cfg.Policy.Chat.Model = "scripted-agent"
 			cfg.Output = filepath.Join(t.TempDir(), "results.json")
@@ -111,7 +113,7 @@ func TestReport(t *testing.T) {
 	dir := t.TempDir()
 	var trajs []*schemas.Trajectory
 	mk := func(domain, task string, version int64, reward float64, status schemas.Status) {
-		tr := &schemas.Trajectory{ID: rollout.NewID(), TaskID: task, Domain: domain, Split: "test", Status: status,
+		tr := &schemas.Trajectory{ID: uuid.New(), TaskID: task, Domain: domain, Split: "test", Status: status,
 			PolicyVersionStart: version, Reward: reward, Termination: schemas.TerminationUserStop,
 			StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), EndedAt: time.Date(2026, 1, 2, 3, 5, 5, 0, time.UTC)}
 		if status != schemas.StatusOK {

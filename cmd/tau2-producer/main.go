@@ -14,6 +14,7 @@ import (
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/lib/stream/embedded"
 	tkafka "tau2rl/lib/stream/kafka"
+	"tau2rl/lib/tau2/episode"
 	"tau2rl/producers/rollout"
 	"tau2rl/producers/synthetic"
 )
@@ -100,7 +101,7 @@ func run(ctx context.Context, cfg *Config, rt *cli.Runtime) error {
 		return err
 	}
 	vs := &rollout.Versions{}
-	runners, err := rollout.NewRunners(cfg.RunnerConfig, vs.Latest, rt.Registry)
+	runners, err := episode.NewRunners(cfg.RunnerConfig, vs.Latest, rt.Registry)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package rollout
 import (
 	"testing"
 
+	"tau2rl/lib/uuid"
 	"tau2rl/schemas"
 )
 
@@ -69,7 +70,7 @@ func TestVersionsOnlyRise(t *testing.T) {
 
 func TestTrialSeedRange(t *testing.T) {
 	for i := 0; i < 100; i++ {
-		s := TrialSeed(NewID(), i)
+		s := TrialSeed(uuid.New(), i)
 		if s < 0 || s > 1_000_000 {
 			t.Fatal(s)
 		}

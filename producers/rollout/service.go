@@ -27,7 +27,6 @@ package rollout
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -42,6 +41,7 @@ import (
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/episode"
+	"tau2rl/lib/uuid"
 	"tau2rl/producers/shaping"
 	"tau2rl/schemas"
 )
@@ -442,7 +442,7 @@ func (s *Service) runEpisode(work context.Context, runner EpisodeRunner, task *d
 	tags["producer"] = "tau2-producer"
 	start := time.Now()
 	res := runner.Run(work, episode.Input{
-		Task: task, Split: req.Split, ID: NewID(), RequestID: req.RequestID, Trial: trial,
+		Task: task, Split: req.Split, ID: uuid.New(), RequestID: req.RequestID, Trial: trial,
 		Seed: TrialSeed(req.RequestID, trial), PolicyVersion: s.d.Versions.Latest(), Sampling: req.Sampling, Tags: tags,
 	})
 	shaping.Apply(s.shape, res.Traj)
@@ -542,17 +542,6 @@ func (s *Service) frame(trajs []*schemas.Trajectory) ([]schemas.Framed, error) {
 		out = append(out, f)
 	}
 	return out, nil
-}
-
-// NewID returns a random RFC 4122 version-4 UUID.
-func NewID() string {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("rollout: crypto/rand: %v", err)) // the OS RNG never fails on supported platforms
-	}
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
 // TrialSeed is a trial's seed in [0, 1_000_000] (τ²'s range), derived from
