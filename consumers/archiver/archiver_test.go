@@ -128,11 +128,11 @@ func TestArchiveEndToEnd(t *testing.T) {
 	// Every file records its source offsets.
 	for _, f := range ds.files {
 		pf := openParquetFile(t, filepath.Join(cfg.DatasetDir, f))
-		meta, ok := pf.Lookup(archiver.MetaKafkaOffsets)
+		meta, ok := pf.Lookup(schemas.MetaKafkaOffsets)
 		if !ok {
-			t.Fatalf("%s lacks %s", f, archiver.MetaKafkaOffsets)
+			t.Fatalf("%s lacks %s", f, schemas.MetaKafkaOffsets)
 		}
-		ranges, err := archiver.ParseOffsets(meta)
+		ranges, err := schemas.ParseOffsets(meta)
 		if err != nil || len(ranges) == 0 {
 			t.Fatalf("%s offsets %q: %v", f, meta, err)
 		}

@@ -30,7 +30,6 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"tau2rl/consumers/archiver"
 	"tau2rl/consumers/dataset"
 	"tau2rl/lib/durable"
 	"tau2rl/schemas"
@@ -134,7 +133,7 @@ type Manifest struct {
 	Files             []FileManifest      `json:"files"`
 	// KafkaOffsets are the source offset ranges per topic partition of the
 	// archive files the release drew from (from their footers).
-	KafkaOffsets []archiver.OffsetRange `json:"kafka_offsets"`
+	KafkaOffsets []schemas.OffsetRange `json:"kafka_offsets"`
 }
 
 // Selection records the filters in the manifest.
@@ -161,8 +160,8 @@ type FileManifest struct {
 	// (the matching rows only).
 	Mode string `json:"mode"`
 	// Source is the archive file it came from, relative to the source root.
-	Source       string                 `json:"source"`
-	KafkaOffsets []archiver.OffsetRange `json:"kafka_offsets,omitempty"`
+	Source       string                `json:"source"`
+	KafkaOffsets []schemas.OffsetRange `json:"kafka_offsets,omitempty"`
 }
 
 // Cut writes the release described by cfg and returns its manifest.
@@ -190,7 +189,7 @@ func Cut(ctx context.Context, cfg Config, log *slog.Logger) (*Manifest, error) {
 	}
 	seen := map[string]struct{}{}
 	parts := map[string]*PartitionManifest{}
-	offsets := map[[2]string]*archiver.OffsetRange{}
+	offsets := map[[2]string]*schemas.OffsetRange{}
 	for _, src := range ds.Files {
 		rel, err := filepath.Rel(cfg.Source, src)
 		if err != nil {
@@ -305,11 +304,11 @@ func releaseFile(ctx context.Context, cfg Config, src, rel string, seen map[stri
 	if err != nil {
 		return nil, fmt.Errorf("release: %w", err)
 	}
-	var ranges []archiver.OffsetRange
+	var ranges []schemas.OffsetRange
 	offsetsMeta := ""
 	if pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true)); err == nil {
-		if v, ok := pf.Lookup(archiver.MetaKafkaOffsets); ok {
-			if ranges, err = archiver.ParseOffsets(v); err != nil {
+		if v, ok := pf.Lookup(schemas.MetaKafkaOffsets); ok {
+			if ranges, err = schemas.ParseOffsets(v); err != nil {
 				return nil, fmt.Errorf("release: %s: %w", rel, err)
 			}
 			offsetsMeta = v
@@ -329,7 +328,7 @@ func releaseFile(ctx context.Context, cfg Config, src, rel string, seen map[stri
 	opts := cfg.Parquet
 	opts.Metadata = map[string]string{"tau2rl.release": cfg.Name, "tau2rl.release_source": rel}
 	if offsetsMeta != "" {
-		opts.Metadata[archiver.MetaKafkaOffsets] = offsetsMeta
+		opts.Metadata[schemas.MetaKafkaOffsets] = offsetsMeta
 	}
 	w, err := schemas.NewParquetWriter(tmp, opts)
 	if err != nil {
