@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"tau2rl/consumers/archiver"
+	"tau2rl/lib/stream"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
 )
@@ -37,7 +38,7 @@ func TestArchiveEndToEnd(t *testing.T) {
 	hdr := func(version string) []tkafka.Header {
 		h := schemas.Headers(schemas.ContentTypeArrowStream, schemas.MessageTypeTrajectories)
 		h[schemas.HeaderSchemaVersion] = version
-		return tkafka.FromFramed(schemas.Framed{Headers: h}).Headers
+		return stream.FromFramed(schemas.Framed{Headers: h}).Headers
 	}
 	evil := *trajs[1]
 	evil.ID = "evil-1"

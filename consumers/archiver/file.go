@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"tau2rl/lib/stream"
 	"tau2rl/schemas"
 )
 
@@ -67,10 +68,10 @@ type openFile struct {
 	buf      *bufio.Writer
 	sink     Sink
 	rows     int
-	flushed  int64 // sink size at the last row-group flush
-	entries  []*pending
-	ranges   map[topicPartition]*schemas.OffsetRange
-	lastSeen map[topicPartition]int64 // last offset counted in ranges, per partition
+	flushed  int64            // sink size at the last row-group flush
+	entries  []*stream.Ticket // one hold each on the messages with rows here
+	ranges   map[stream.Partition]*schemas.OffsetRange
+	lastSeen map[stream.Partition]int64 // last offset counted in ranges, per partition
 }
 
 func newOpenFile(fsys FS, newSink SinkFactory, root, dir, name string, now time.Time) (*openFile, error) {
@@ -92,17 +93,18 @@ func newOpenFile(fsys FS, newSink SinkFactory, root, dir, name string, now time.
 	}
 	return &openFile{
 		dir: dir, name: name, absDir: absDir, tmpPath: tmp, opened: now, f: f, buf: buf, sink: sink,
-		ranges: map[topicPartition]*schemas.OffsetRange{}, lastSeen: map[topicPartition]int64{},
+		ranges: map[stream.Partition]*schemas.OffsetRange{}, lastSeen: map[stream.Partition]int64{},
 	}, nil
 }
 
-// write appends the rows of one message and records its offset.
-func (o *openFile) write(tp topicPartition, offset int64, p *pending, trajs []*schemas.Trajectory, rowGroupBytes int64) error {
+// write appends the rows of one message and records its offset; the message is held on wm until
+// this file is durable.
+func (o *openFile) write(tp stream.Partition, offset int64, wm *stream.Watermark, p *stream.Ticket, trajs []*schemas.Trajectory, rowGroupBytes int64) error {
 	if err := o.sink.Write(trajs); err != nil {
 		return fmt.Errorf("archiver: write %s: %w", o.tmpPath, err)
 	}
 	o.rows += len(trajs)
-	p.waiting++
+	wm.Hold(p)
 	o.entries = append(o.entries, p)
 	r := o.ranges[tp]
 	if r == nil {

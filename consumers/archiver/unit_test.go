@@ -60,40 +60,6 @@ func TestIDSetWindow(t *testing.T) {
 	}
 }
 
-func TestTrackerCommitsOnlyDurablePrefix(t *testing.T) {
-	tr := newTracker()
-	tp := topicPartition{"t", 0}
-	p0 := tr.add(tp, 10)
-	p1 := tr.add(tp, 11)
-	p2 := tr.add(tp, 12)
-	p0.waiting, p1.waiting, p2.waiting = 1, 0, 1 // 11 is a duplicate, 10 and 12 sit in open files
-	tr.advance()
-	if c := tr.commits(); len(c) != 0 {
-		t.Fatalf("committed past an open file: %v", c)
-	}
-	p0.waiting = 0
-	tr.advance()
-	if c := tr.commits(); c[tp] != 12 {
-		t.Fatalf("commits = %v, want next offset 12", c)
-	}
-	tr.committed(tp, 12)
-	if c := tr.commits(); len(c) != 0 {
-		t.Fatalf("commit repeated: %v", c)
-	}
-	// A redelivered copy of 10 and 11 (done at once) never moves the commit back.
-	tr.add(tp, 10)
-	tr.add(tp, 11)
-	tr.advance()
-	if c := tr.commits(); len(c) != 0 || tr.outstanding() != 3 {
-		t.Fatalf("commits %v outstanding %d", c, tr.outstanding())
-	}
-	p2.waiting = 0
-	tr.advance()
-	if c := tr.commits(); c[tp] != 13 || tr.outstanding() != 0 {
-		t.Fatalf("commits %v outstanding %d, want 13 and 0", c, tr.outstanding())
-	}
-}
-
 func TestFileNames(t *testing.T) {
 	for name, want := range map[string][2]bool{
 		"part-20261121T101010Z-abcd-000001.parquet":      {true, false},

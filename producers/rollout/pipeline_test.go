@@ -8,6 +8,7 @@ import (
 
 	"tau2rl/consumers/archiver"
 	"tau2rl/consumers/dataset"
+	"tau2rl/lib/stream"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/env"
@@ -169,7 +170,7 @@ func TestDeadLLMIsInfraErrorNotReward(t *testing.T) {
 	}
 	for _, m := range infra {
 		var ie schemas.InfraError
-		if err := schemas.UnframeControl(m.Value, tkafka.HeaderMap(m), &ie); err != nil {
+		if err := schemas.UnframeControl(m.Value, stream.HeaderMap(m), &ie); err != nil {
 			t.Fatal(err)
 		}
 		if ie.Stage != episode.StageUser || ie.RequestID != req.RequestID || ie.Partial == nil {
@@ -180,7 +181,7 @@ func TestDeadLLMIsInfraErrorNotReward(t *testing.T) {
 	if len(msgs) != 1 {
 		t.Fatalf("%d trajectory messages, want 1 (the group)", len(msgs))
 	}
-	trajs, err := schemas.UnframeTrajectories(msgs[0].Value, tkafka.HeaderMap(msgs[0]))
+	trajs, err := schemas.UnframeTrajectories(msgs[0].Value, stream.HeaderMap(msgs[0]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +303,7 @@ func TestRedeliveryAfterKilledProducer(t *testing.T) {
 	if len(msgs) != 1 {
 		t.Fatalf("%d trajectory messages", len(msgs))
 	}
-	trajs, err := schemas.UnframeTrajectories(msgs[0].Value, tkafka.HeaderMap(msgs[0]))
+	trajs, err := schemas.UnframeTrajectories(msgs[0].Value, stream.HeaderMap(msgs[0]))
 	if err != nil {
 		t.Fatal(err)
 	}

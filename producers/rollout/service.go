@@ -38,6 +38,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
+	"tau2rl/lib/stream"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/episode"
@@ -46,18 +47,15 @@ import (
 	"tau2rl/schemas"
 )
 
-// Source is the consumer-group reader of the request topic
-// (*kafka.GroupReader).
+// Source is the consumer-group subscription of the request topic: the part of a stream.Source
+// the service uses (its owner closes it).
 type Source interface {
-	Fetch(ctx context.Context) (tkafka.Message, error)
-	Commit(ctx context.Context, msgs ...tkafka.Message) error
+	Fetch(ctx context.Context) (stream.Message, error)
+	Commit(ctx context.Context, msgs ...stream.Message) error
 }
 
-// DeadLetterer publishes messages that cannot be processed
-// (*kafka.DeadLetters).
-type DeadLetterer interface {
-	DeadLetter(ctx context.Context, msg tkafka.Message, cause error) error
-}
+// DeadLetterer publishes messages that cannot be processed (lib/stream/kafka's DeadLetters).
+type DeadLetterer = stream.DeadLetterer
 
 // Publisher publishes framed messages and returns once they are
 // acknowledged (*kafka.Writer).
@@ -125,7 +123,7 @@ type Service struct {
 	m     *Metrics
 	log   *slog.Logger
 	sem   *semaphore.Weighted
-	tr    *offsetTracker
+	tr    *stream.Watermark
 
 	commitMu sync.Mutex
 	mu       sync.Mutex
@@ -166,7 +164,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 	return &Service{
 		cfg: cfg, d: d, m: d.Metrics, log: d.Log.With("component", "producer"),
 		shape: shaping.Config{TurnDiscount: cfg.Econfig.TurnDiscount, InvalidFormatPenalty: cfg.Econfig.InvalidFormatPenalty},
-		sem:   semaphore.NewWeighted(int64(cfg.MaxConcurrentEpisodes)), tr: newOffsetTracker(),
+		sem:   semaphore.NewWeighted(int64(cfg.MaxConcurrentEpisodes)), tr: stream.NewWatermark(stream.RedeliveryRestart),
 		inflight: map[string]*group{}, recent: newRecentIDs(4096), fatal: make(chan error, 1),
 	}, nil
 }
@@ -181,8 +179,8 @@ func (s *Service) Summary() Summary {
 // group is one request's episodes in flight.
 type group struct {
 	req     schemas.RolloutRequest
-	tickets []tkafka.Message // messages (this one and redelivered copies) done with the group
-	ticks   []ticket
+	tickets []stream.Message // messages (this one and redelivered copies) done with the group
+	ticks   []*stream.Ticket
 }
 
 // Run consumes requests until ctx ends (or cfg.Episodes episodes have been
@@ -263,10 +261,10 @@ func (s *Service) fetchLoop(ctx, work context.Context, wg *sync.WaitGroup) error
 
 // handle processes one fetched message and returns how many episodes it
 // started.
-func (s *Service) handle(ctx, work context.Context, msg tkafka.Message, wg *sync.WaitGroup) (int, error) {
-	tk := s.tr.add(msg.Topic, msg.Partition, msg.Offset)
+func (s *Service) handle(ctx, work context.Context, msg stream.Message, wg *sync.WaitGroup) (int, error) {
+	tk := s.tr.Add(stream.Partition{Topic: msg.Topic, Partition: msg.Partition}, msg.Offset, 1)
 	var req schemas.RolloutRequest
-	if err := schemas.UnframeControl(msg.Value, tkafka.HeaderMap(msg), &req); err != nil {
+	if err := schemas.UnframeControl(msg.Value, stream.HeaderMap(msg), &req); err != nil {
 		return 0, s.deadLetter(ctx, msg, tk, err)
 	}
 	s.d.Versions.Observe(req.PolicyVersion)
@@ -316,7 +314,7 @@ func (s *Service) handle(ctx, work context.Context, msg tkafka.Message, wg *sync
 	if err := s.sem.Acquire(ctx, w); err != nil {
 		return 0, err // shutting down: the request stays uncommitted
 	}
-	g := &group{req: req, tickets: []tkafka.Message{msg}, ticks: []ticket{tk}}
+	g := &group{req: req, tickets: []stream.Message{msg}, ticks: []*stream.Ticket{tk}}
 	s.mu.Lock()
 	s.inflight[req.RequestID] = g
 	s.summary.Requests++
@@ -350,7 +348,7 @@ func (s *Service) count(f func(*Summary)) {
 	s.mu.Unlock()
 }
 
-func (s *Service) deadLetter(ctx context.Context, msg tkafka.Message, tk ticket, cause error) error {
+func (s *Service) deadLetter(ctx context.Context, msg stream.Message, tk *stream.Ticket, cause error) error {
 	s.log.Warn("dead-lettering rollout request", "partition", msg.Partition, "offset", msg.Offset, "err", cause)
 	if err := s.d.DeadLetters.DeadLetter(ctx, msg, cause); err != nil {
 		return fmt.Errorf("rollout: %w", err)
@@ -360,17 +358,22 @@ func (s *Service) deadLetter(ctx context.Context, msg tkafka.Message, tk ticket,
 	return s.commit(ctx, msg, tk)
 }
 
-// commit marks a message done and commits what became committable. Commits
-// are serialized so a partition's offset never moves backwards.
-func (s *Service) commit(ctx context.Context, msg tkafka.Message, tk ticket) error {
+// commit marks a message done and commits what became committable (the stream.Watermark rule;
+// a partition fetched again from an earlier offset after a rebalance starts over, so requests
+// still running from before commit nothing). Commits are serialized so a partition's offset
+// never moves backwards.
+func (s *Service) commit(ctx context.Context, msg stream.Message, tk *stream.Ticket) error {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
-	off, ok := s.tr.done(tk)
+	o, ok, err := s.tr.Done(tk)
+	if err != nil {
+		return fmt.Errorf("rollout: %w", err)
+	}
 	if !ok {
 		return nil
 	}
-	if err := s.d.Source.Commit(ctx, tkafka.Message{Topic: msg.Topic, Partition: msg.Partition, Offset: off}); err != nil {
-		return fmt.Errorf("rollout: commit %s/%d@%d: %w", msg.Topic, msg.Partition, off, err)
+	if err := s.d.Source.Commit(ctx, stream.CommitPoint(o.Topic, o.Partition, o.Next)); err != nil {
+		return fmt.Errorf("rollout: commit %s/%d@%d: %w", msg.Topic, msg.Partition, o.Next-1, err)
 	}
 	return nil
 }
@@ -530,7 +533,7 @@ func (s *Service) frame(trajs []*schemas.Trajectory) ([]schemas.Framed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rollout: %w", err)
 	}
-	if tkafka.MessageSize(tkafka.FromFramed(f)) <= s.d.MaxMessageBytes || len(trajs) == 1 {
+	if stream.MessageSize(stream.FromFramed(f)) <= s.d.MaxMessageBytes || len(trajs) == 1 {
 		return []schemas.Framed{f}, nil
 	}
 	out := make([]schemas.Framed, 0, len(trajs))

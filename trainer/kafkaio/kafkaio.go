@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 
+	"tau2rl/lib/stream"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
 	"tau2rl/trainer/offsets"
@@ -48,7 +49,7 @@ func (s *Source) Next(ctx context.Context) (step.Message, error) {
 		return step.Message{}, err
 	}
 	out := step.Message{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset}
-	trajs, derr := schemas.UnframeTrajectories(msg.Value, tkafka.HeaderMap(msg))
+	trajs, derr := schemas.UnframeTrajectories(msg.Value, stream.HeaderMap(msg))
 	if derr != nil {
 		if err := s.dl.DeadLetter(ctx, msg, derr); err != nil {
 			return step.Message{}, fmt.Errorf("trainer source: %w", err)

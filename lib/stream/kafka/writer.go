@@ -9,6 +9,8 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 	kafkacompress "github.com/segmentio/kafka-go/compress"
+
+	"tau2rl/lib/stream"
 )
 
 // ZstdLevel is the zstd level of produced batches (zstd's numbering; kafka-go maps 1 to
@@ -23,12 +25,41 @@ const ZstdLevel = 1
 
 func init() { kafkacompress.ZstdCodec.Level = ZstdLevel }
 
-// Message is a Kafka message as kafka-go represents it. It is re-exported so
-// that roles need not import kafka-go themselves.
-type Message = kafkago.Message
+// Message is the transport-neutral stream.Message: the roles see no kafka-go type. The reader
+// and writer convert at kafka-go's boundary (toKafka, fromKafka).
+type Message = stream.Message
 
-// Header is a Kafka record header.
-type Header = kafkago.Header
+// Header is a record header (stream.Header).
+type Header = stream.Header
+
+// toKafka converts msgs for kafka-go's writer and commit calls.
+func toKafka(msgs []Message) []kafkago.Message {
+	out := make([]kafkago.Message, len(msgs))
+	for i := range msgs {
+		m := &msgs[i]
+		out[i] = kafkago.Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value, Time: m.Time}
+		if len(m.Headers) > 0 {
+			hs := make([]kafkago.Header, len(m.Headers))
+			for k, h := range m.Headers {
+				hs[k] = kafkago.Header(h)
+			}
+			out[i].Headers = hs
+		}
+	}
+	return out
+}
+
+// fromKafka converts a fetched kafka-go message.
+func fromKafka(m kafkago.Message) Message {
+	out := Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value, Time: m.Time}
+	if len(m.Headers) > 0 {
+		out.Headers = make([]Header, len(m.Headers))
+		for k, h := range m.Headers {
+			out.Headers[k] = Header(h)
+		}
+	}
+	return out
+}
 
 // ErrMessageTooLarge is returned (wrapped, with the sizes) when a message is
 // larger than Config.MaxMessageBytes. The message is not sent.
@@ -89,15 +120,8 @@ func NewWriter(cfg Config, topic string, m *Metrics) (*Writer, error) {
 // Topic is the topic this writer publishes to.
 func (w *Writer) Topic() string { return w.topic }
 
-// MessageSize is the size kafka-go counts against the batch limit for msg
-// (key, value, headers and record framing), uncompressed.
-func MessageSize(msg Message) int {
-	n := 8 + 8 + 4 + len(msg.Key) + 4 + len(msg.Value) + 4 // offset, timestamp, key/value lengths, header count
-	for _, h := range msg.Headers {
-		n += 4 + len(h.Key) + 4 + len(h.Value)
-	}
-	return n
-}
+// MessageSize is stream.MessageSize, the size kafka-go counts against the batch limit.
+func MessageSize(msg Message) int { return stream.MessageSize(msg) }
 
 // Write publishes msgs and returns once every one is acknowledged by all
 // in-sync replicas, or returns an error saying which failed. The caller
@@ -121,7 +145,7 @@ func (w *Writer) Write(ctx context.Context, msgs ...Message) error {
 		bytes += len(msgs[i].Key) + len(msgs[i].Value)
 	}
 	start := time.Now()
-	err := w.w.WriteMessages(ctx, msgs...)
+	err := w.w.WriteMessages(ctx, toKafka(msgs)...)
 	w.m.Latency.WithLabelValues(w.topic, "write").Observe(time.Since(start).Seconds())
 	if err != nil {
 		w.m.Errors.WithLabelValues(w.topic, "write").Inc()
@@ -168,3 +192,10 @@ func truncateKey(k []byte) string {
 	}
 	return string(k)
 }
+
+// The Kafka types are the stream contract's implementations.
+var (
+	_ stream.Source       = (*GroupReader)(nil)
+	_ stream.Publisher    = (*Writer)(nil)
+	_ stream.DeadLetterer = (*DeadLetters)(nil)
+)
