@@ -13,9 +13,9 @@ import (
 
 // WriteFile writes trajectories to one Parquet file durably, through lib/durable: into a
 // temporary "."-prefixed file in the same directory (which Open skips), fsync, rename, fsync of
-// the directory. It is for
-// tools that build datasets in one go (exports, releases, tests); the streaming archiver manages
-// its own files.
+// the directory. No binary calls it today: tests build their fixture datasets with it. The
+// streaming archiver and releases (consumers/release, which copies or rewrites archive files with
+// their footers) manage their own files.
 func WriteFile(path string, trajs []*schemas.Trajectory, opts schemas.ParquetWriterOptions) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {

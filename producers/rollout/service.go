@@ -328,15 +328,15 @@ func (s *Service) handle(ctx, work context.Context, msg stream.Message, wg *sync
 	return req.GroupSize, nil
 }
 
-// Stale says why a request is too stale to run ("" if it is not): the
-// latest version is past its stale_after_version, or more than maxOff
-// versions ahead of the version it was issued at (maxOff < 0 disables that
-// check).
+// Stale says why a request is too stale to run ("" if it is not), by the pipeline's one rule
+// (schemas.TooStale): the latest version is past its stale_after_version (the trainer's
+// schemas.StaleAfter), or more than maxOff versions ahead of the version it was issued at
+// (the producer's own max_head_offpolicyness; maxOff < 0 disables that check).
 func Stale(req *schemas.RolloutRequest, latest, maxOff int64) string {
 	if req.StaleAfterVersion != nil && latest > *req.StaleAfterVersion {
 		return fmt.Sprintf("latest version %d is past stale_after_version %d", latest, *req.StaleAfterVersion)
 	}
-	if maxOff >= 0 && latest-req.PolicyVersion > maxOff {
+	if maxOff >= 0 && schemas.TooStale(req.PolicyVersion, latest, maxOff) {
 		return fmt.Sprintf("issued at version %d, latest %d, max_head_offpolicyness %d", req.PolicyVersion, latest, maxOff)
 	}
 	return ""

@@ -153,7 +153,7 @@ func (m *Manager) Issue(version int64, now time.Time) ([]schemas.RolloutRequest,
 	for range m.Capacity() {
 		t := m.task(m.issued)
 		id := uuid.New()
-		stale := version + m.maxOff
+		stale := schemas.StaleAfter(version, m.maxOff) // producers drop it past this (schemas.TooStale)
 		r := schemas.RolloutRequest{RequestID: id, TaskID: t.ID, Domain: t.Domain, Split: t.Split, GroupSize: m.groupSize,
 			PolicyVersion: version, StaleAfterVersion: &stale, Sampling: m.cfg.Sampling, IssuedAt: now.UTC()}
 		m.issued++
