@@ -8,22 +8,9 @@ import (
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
-	kafkacompress "github.com/segmentio/kafka-go/compress"
 
 	"tau2rl/lib/stream"
 )
-
-// ZstdLevel is the zstd level of produced batches (zstd's numbering; kafka-go maps 1 to
-// klauspost's SpeedFastest). kafka-go keeps one zstd codec per process, so the level is
-// process-wide and is set once, before any writer exists (package init), never while batches
-// are being compressed. Level 1 rather than kafka-go's default 3: batch compression was the
-// largest single cost of the producer → broker → archiver path, and level 1 cut the whole
-// path's CPU per 107 KB trajectory by about a sixth (consumers/archiver BenchmarkEndToEnd),
-// for batches 12% larger with uniformly random token ids and 2.5% larger with Zipf-distributed
-// ones (docs/PERFORMANCE.md, "Streaming backbone"). Decoding costs the same at every level.
-const ZstdLevel = 1
-
-func init() { kafkacompress.ZstdCodec.Level = ZstdLevel }
 
 // Message is the transport-neutral stream.Message: the roles see no kafka-go type. The reader
 // and writer convert at kafka-go's boundary (toKafka, fromKafka).
@@ -89,7 +76,7 @@ func NewWriter(cfg Config, topic string, m *Metrics) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	codec, err := compressionCodec(cfg.Writer.Compression)
+	codec, err := writerCodec(cfg.Writer.Compression)
 	if err != nil {
 		return nil, fmt.Errorf("kafka writer: %w", err)
 	}
@@ -105,8 +92,9 @@ func NewWriter(cfg Config, topic string, m *Metrics) (*Writer, error) {
 		ReadTimeout:  cfg.Writer.WriteTimeout,
 		RequiredAcks: kafkago.RequireAll,
 		Async:        false,
-		Compression:  codec,
-		Transport:    conn.transport,
+		// Batches leave kafka-go uncompressed and are compressed by the writer's own codec
+		// (compressingTransport), so the level is this writer's, not process-wide.
+		Transport: &compressingTransport{RoundTripper: conn.transport, codec: codec},
 		// Topics are created by EnsureTopics with the configured partition
 		// count; a broker that auto-creates would use its own default.
 		AllowAutoTopicCreation: false,
