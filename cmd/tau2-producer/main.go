@@ -85,7 +85,10 @@ func run(ctx context.Context, cfg *Config, rt *cli.Runtime) error {
 	if err := cfg.Kafka.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
-	km := tkafka.NewMetrics(rt.Registry)
+	km, err := tkafka.NewMetrics(rt.Registry)
+	if err != nil {
+		return err
+	}
 	switch cfg.Mode {
 	case "synthetic":
 		return runSynthetic(ctx, cfg, rt, km)

@@ -51,7 +51,11 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
 	if topic == "" {
 		topic = cfg.Kafka.Topics.Trajectories
 	}
-	w, err := kafka.NewWriter(cfg.Kafka, topic, kafka.NewMetrics(rt.Registry))
+	km, err := kafka.NewMetrics(rt.Registry)
+	if err != nil {
+		return fmt.Errorf("tau2-replay: %w", err)
+	}
+	w, err := kafka.NewWriter(cfg.Kafka, topic, km)
 	if err != nil {
 		return fmt.Errorf("tau2-replay: %w", err)
 	}

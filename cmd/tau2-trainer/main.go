@@ -192,7 +192,10 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
 	}
 	defer be.Close()
 
-	km := tkafka.NewMetrics(rt.Registry)
+	km, err := tkafka.NewMetrics(rt.Registry)
+	if err != nil {
+		return err
+	}
 	src, err := kafkaio.NewSource(cfg.Kafka, cfg.ConsumerGroup, km)
 	if err != nil {
 		return err

@@ -120,7 +120,7 @@ func Open(ctx context.Context, cfg Config, d Deps) (*Archiver, error) {
 		d.MaxMessageBytes = tkafka.DefaultMaxMessageBytes
 	}
 	if d.Metrics == nil {
-		d.Metrics = NewMetrics(nil)
+		d.Metrics, _ = NewMetrics(nil) // unregistered: cannot fail
 	}
 	if d.Log == nil {
 		d.Log = slog.Default()

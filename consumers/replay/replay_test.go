@@ -260,3 +260,20 @@ func TestRateIsApplied(t *testing.T) {
 		t.Fatalf("replayed %d in %v at 200/s (want ≥ %v)", st.Published, st.Elapsed, min)
 	}
 }
+
+// A nil registry gives usable, unregistered metrics (it used to panic); a second NewMetrics on
+// one registry shares the series.
+func TestNewMetricsNilAndTwice(t *testing.T) {
+	m, err := NewMetrics(nil)
+	if err != nil || m == nil {
+		t.Fatalf("NewMetrics(nil) = %v, %v", m, err)
+	}
+	m.published.Inc()
+	reg := prometheus.NewRegistry()
+	if _, err := NewMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewMetrics(reg); err != nil {
+		t.Fatalf("second NewMetrics on one registry: %v", err)
+	}
+}
