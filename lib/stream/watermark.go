@@ -140,8 +140,7 @@ func (w *Watermark) release(tk *Ticket) error {
 		return nil
 	}
 	if tk.holds <= 0 {
-		return fmt.Errorf("stream: watermark: message at %s/%d offset %d released more often than held",
-			tk.t.p.Topic, tk.t.p.Partition, tk.offset)
+		return fmt.Errorf("%w: %s/%d offset %d", ErrOverRelease, tk.t.p.Topic, tk.t.p.Partition, tk.offset)
 	}
 	tk.holds--
 	return nil

@@ -48,10 +48,6 @@ func fromKafka(m kafkago.Message) Message {
 	return out
 }
 
-// ErrMessageTooLarge is returned (wrapped, with the sizes) when a message is
-// larger than Config.MaxMessageBytes. The message is not sent.
-var ErrMessageTooLarge = errors.New("kafka: message too large")
-
 // Writer publishes to one topic with the settings this pipeline needs:
 // acks from all in-sync replicas, zstd batches, batch and message sizes for
 // multi-MB trajectories, and the Hash balancer on the key so that every
