@@ -1,16 +1,14 @@
 package gpu
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 
 	"tau2rl/gpu/safetensors"
+	"tau2rl/lib/durable"
 )
 
 // This file holds the optimizer-state file format (OptimizerStateSaver) in one place, so that every
@@ -52,7 +50,7 @@ func WriteOptimizerState(path string, cfg Config, step int, tensor func(p ParamS
 		return fmt.Errorf("gpu: write optimizer state: negative step %d", step)
 	}
 	specs := OptimizerStateSpecs(cfg)
-	return writeFileAtomic(path, func(w io.Writer) error {
+	return durable.Write(path, 0o644, func(w io.Writer) error {
 		sw, err := safetensors.NewWriter(w, specs, optimizerStateMetadata(step))
 		if err != nil {
 			return err
@@ -70,50 +68,6 @@ func WriteOptimizerState(path string, cfg Config, step int, tensor func(p ParamS
 		}
 		return sw.Close()
 	})
-}
-
-// writeFileAtomic streams fill's output into a temporary file next to path, fsyncs it, renames
-// it to path and fsyncs the directory; on any error the temporary file is removed.
-func writeFileAtomic(path string, fill func(io.Writer) error) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	if err := fill(bw); err != nil {
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("fsync: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close: %w", err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	return nil
 }
 
 // CheckOptimizerStateHeader checks what the header of an optimizer-state file says (format,

@@ -2,7 +2,6 @@ package gpu
 
 import (
 	"fmt"
-	"io"
 
 	"tau2rl/gpu/collective"
 )
@@ -89,13 +88,6 @@ func ShardBounds(n, world, rank, align int) (Shard, error) {
 	per := (n + world - 1) / world
 	per = (per + align - 1) / align * align
 	return Shard{Rank: rank, World: world, Lo: rank * per, Len: per}, nil
-}
-
-// WriteFileAtomic streams fill's output into a temporary file next to path, fsyncs it, renames it
-// to path and fsyncs the directory, so path never holds a partial file (gpu/dp's optimizer-state
-// shards use it as the unsharded optimizer state does).
-func WriteFileAtomic(path string, fill func(io.Writer) error) error {
-	return writeFileAtomic(path, fill)
 }
 
 // ParamSharder is a Sharder that can also shard its working weights (ZeRO-3): after ShardParams

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"tau2rl/gpu/safetensors"
+	"tau2rl/lib/durable"
 )
 
 // ParamSpec names one parameter tensor of the model with its Hugging Face name and shape (torch
@@ -276,7 +277,7 @@ func SaveCheckpoint(dir string, cfg Config, dtype DType, src func(name string) (
 	if err != nil {
 		return fmt.Errorf("gpu: save checkpoint %s: config: %w", dir, err)
 	}
-	if err := safetensors.WriteFileAtomic(filepath.Join(dir, "config.json"), append(cb, '\n')); err != nil {
+	if err := durable.WriteFile(filepath.Join(dir, "config.json"), append(cb, '\n'), 0o644); err != nil {
 		return fmt.Errorf("gpu: save checkpoint %s: %w", dir, err)
 	}
 	return nil

@@ -160,3 +160,15 @@ func UnmarshalControl(data []byte, v validator) error {
 	}
 	return v.Validate()
 }
+
+// TooStale is the pipeline's one staleness rule, AReaL's max_head_offpolicyness: work that
+// policy version from produced (a request issued at from, a trajectory whose oldest token came
+// from from) is too stale for a consumer whose latest policy version is latest when
+// latest − from > maxOff. The trainer's admission stamps requests with StaleAfter, producers drop
+// requests by it (producers/rollout.Stale), and the trainer's grouper drops trajectories by it
+// (trainer/group.IsStale); docs/ARCHITECTURE.md, "Staleness".
+func TooStale(from, latest, maxOff int64) bool { return latest-from > maxOff }
+
+// StaleAfter is the last latest version at which work from version from is still fresh under
+// TooStale: the value of RolloutRequest.StaleAfterVersion.
+func StaleAfter(from, maxOff int64) int64 { return from + maxOff }

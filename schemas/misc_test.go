@@ -127,3 +127,15 @@ func TestControlFraming(t *testing.T) {
 		t.Fatal("invalid policy version framed")
 	}
 }
+
+func TestStalenessRule(t *testing.T) {
+	for _, tc := range []struct{ from, latest, maxOff int64 }{{0, 0, 0}, {3, 5, 2}, {3, 6, 2}, {10, 10, 0}, {0, 50, 7}} {
+		after := StaleAfter(tc.from, tc.maxOff)
+		if TooStale(tc.from, after, tc.maxOff) || !TooStale(tc.from, after+1, tc.maxOff) {
+			t.Errorf("%+v: StaleAfter %d disagrees with TooStale", tc, after)
+		}
+		if got, want := TooStale(tc.from, tc.latest, tc.maxOff), tc.latest > after; got != want {
+			t.Errorf("%+v: TooStale %v, want %v", tc, got, want)
+		}
+	}
+}

@@ -78,8 +78,15 @@ func run(ctx context.Context, rt *cli.Runtime, cfg Config) error {
 		return err
 	}
 	rt.Log.Info("archiver config", "kafka", cfg.Kafka)
-	a, err := archiver.OpenKafka(ctx, cfg.Config, cfg.Kafka,
-		archiver.Deps{Metrics: archiver.NewMetrics(rt.Registry), Log: rt.Log}, tkafka.NewMetrics(rt.Registry))
+	am, err := archiver.NewMetrics(rt.Registry)
+	if err != nil {
+		return err
+	}
+	km, err := tkafka.NewMetrics(rt.Registry)
+	if err != nil {
+		return err
+	}
+	a, err := archiver.OpenKafka(ctx, cfg.Config, cfg.Kafka, archiver.Deps{Metrics: am, Log: rt.Log}, km)
 	if err != nil {
 		return err
 	}

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"tau2rl/cmd/internal/cli"
+	"tau2rl/lib/durable"
 	"tau2rl/lib/inference/llm"
 	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/evaluator"
@@ -240,19 +240,7 @@ func printMetrics(w io.Writer, label string, m evaluator.Metrics) {
 	fmt.Fprintln(w, ")")
 }
 
-// writeAtomic writes a file through a temporary file and a rename.
-func writeAtomic(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(b)
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return os.Rename(f.Name(), path)
-}
+// writeAtomic writes a results file atomically and durably (lib/durable: a synced temporary
+// file renamed into place, then the directory synced), so a crash never leaves a partial file
+// where τ² tools expect a complete one.
+func writeAtomic(path string, b []byte) error { return durable.WriteFile(path, b, 0o644) }

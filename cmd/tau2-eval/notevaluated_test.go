@@ -13,8 +13,8 @@ import (
 	"tau2rl/lib/inference/llmtest"
 	"tau2rl/lib/inference/tokenizer/tokenizertest"
 	"tau2rl/lib/tau2/data"
+	"tau2rl/lib/tau2/episode"
 	"tau2rl/lib/tau2/evaluator"
-	"tau2rl/producers/rollout"
 	"tau2rl/producers/scripted"
 )
 
@@ -51,9 +51,9 @@ func TestRetailWithoutJudgeThenGradeWithJudge(t *testing.T) {
 	cfg.TaskIDs = []string{"2"} // DB + NL_ASSERTION with one assertion
 	cfg.NumTrials = 1
 	cfg.Concurrency = 1
-	cfg.Policy.Mode = rollout.ModeToken
+	cfg.Policy.Mode = episode.ModeToken
 	cfg.Policy.Tokenizer = tokPath
-	cfg.Policy.Endpoints = []rollout.Endpoint{{EndpointConfig: llm.EndpointConfig{BaseURL: url}}}
+	cfg.Policy.Endpoints = []episode.Endpoint{{EndpointConfig: llm.EndpointConfig{BaseURL: url}}}
 	cfg.Output = filepath.Join(t.TempDir(), "results.json")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

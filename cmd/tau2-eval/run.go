@@ -18,7 +18,7 @@ import (
 	"tau2rl/lib/tau2/evaluator"
 	"tau2rl/lib/tau2/evaluator/goldgen"
 	"tau2rl/lib/tau2/pyjson"
-	"tau2rl/producers/rollout"
+	"tau2rl/lib/uuid"
 	"tau2rl/schemas"
 )
 
@@ -29,7 +29,7 @@ func init() {
 // runConfig is `tau2-eval run`'s configuration: the producer's episode
 // settings (econfig.*, policy.*, user_endpoint.*, judge.*) plus the run.
 type runConfig struct {
-	rollout.RunnerConfig `yaml:",inline"`
+	episode.RunnerConfig `yaml:",inline"`
 	// Split is the task split to run ("" = every task of the domain).
 	// Default "test".
 	Split string `yaml:"split"`
@@ -54,7 +54,7 @@ type runConfig struct {
 }
 
 func defaultRunConfig() runConfig {
-	return runConfig{RunnerConfig: rollout.DefaultRunnerConfig(), Split: "test", NumTrials: 4, Concurrency: 8, Seed: 300}
+	return runConfig{RunnerConfig: episode.DefaultRunnerConfig(), Split: "test", NumTrials: 4, Concurrency: 8, Seed: 300}
 }
 
 const runUsage = `tau2-eval run -o RESULTS.json econfig.domain=airline split=test num_trials=4 [key=value …]
@@ -103,7 +103,7 @@ func runRun(ctx context.Context, cfg *runConfig, out io.Writer, rt *cli.Runtime)
 	if err := cfg.Validate(); err != nil {
 		return cli.Usage(err)
 	}
-	runners, err := rollout.NewRunners(cfg.RunnerConfig, func() int64 { return 0 }, rt.Registry)
+	runners, err := episode.NewRunners(cfg.RunnerConfig, func() int64 { return 0 }, rt.Registry)
 	if err != nil {
 		return err
 	}
@@ -163,7 +163,7 @@ func runRun(ctx context.Context, cfg *runConfig, out io.Writer, rt *cli.Runtime)
 		go func() {
 			defer wg.Done()
 			for u := range work {
-				u.res = runner.Run(ctx, episode.Input{Task: tasks[u.task], Split: orAll(cfg.Split), ID: rollout.NewID(),
+				u.res = runner.Run(ctx, episode.Input{Task: tasks[u.task], Split: orAll(cfg.Split), ID: uuid.New(),
 					Trial: u.trial, Seed: u.seed, Sampling: cfg.Sampling})
 				mu.Lock()
 				done++
@@ -256,7 +256,7 @@ func resultsFile(cfg *runConfig, tasks []*taskT, units []*evalUnit, start time.T
 	if cfg.Econfig.SoloMode {
 		agentImpl = "llm_agent_solo"
 	}
-	if cfg.Policy.Mode == rollout.ModeChat {
+	if cfg.Policy.Mode == episode.ModeChat {
 		agentLLM = cfg.Policy.Chat.Model
 	}
 	userImpl, userLLM := "user_simulator", any(cfg.Econfig.UserLLM)

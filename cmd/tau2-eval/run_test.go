@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"tau2rl/lib/inference/tokenizer/tokenizertest"
 	"testing"
 	"time"
 
@@ -18,9 +17,11 @@ import (
 	"tau2rl/consumers/dataset"
 	"tau2rl/lib/inference/llm"
 	"tau2rl/lib/inference/llmtest"
+	"tau2rl/lib/inference/tokenizer/tokenizertest"
 	"tau2rl/lib/tau2/data"
+	"tau2rl/lib/tau2/episode"
 	"tau2rl/lib/tau2/evaluator"
-	"tau2rl/producers/rollout"
+	"tau2rl/lib/uuid"
 	"tau2rl/producers/scripted"
 	"tau2rl/schemas"
 )
@@ -54,7 +55,7 @@ func runtime() *cli.Runtime {
 // τ²'s format and the pass^k table is printed.
 func TestRunWritesResultsAndPassK(t *testing.T) {
 	url, tokPath := scriptedURL(t)
-	for _, mode := range []string{rollout.ModeChat, rollout.ModeToken} {
+	for _, mode := range []string{episode.ModeChat, episode.ModeToken} {
 		t.Run(mode, func(t *testing.T) {
 			cfg := defaultRunConfig()
 			cfg.Econfig.Domain = "airline"
@@ -65,7 +66,7 @@ func TestRunWritesResultsAndPassK(t *testing.T) {
 			cfg.Concurrency = 3
 			cfg.Policy.Mode = mode
 			cfg.Policy.Tokenizer = tokPath
-			cfg.Policy.Endpoints = []rollout.Endpoint{{EndpointConfig: llm.EndpointConfig{BaseURL: url}}}
+			cfg.Policy.Endpoints = []episode.Endpoint{{EndpointConfig: llm.EndpointConfig{BaseURL: url}}}
 			cfg.Policy.Chat.Endpoint.BaseURL = url + "/v1"
 			cfg.Policy.Chat.Model = "scripted-agent"
 			cfg.Output = filepath.Join(t.TempDir(), "results.json")
@@ -112,7 +113,7 @@ func TestReport(t *testing.T) {
 	dir := t.TempDir()
 	var trajs []*schemas.Trajectory
 	mk := func(domain, task string, version int64, reward float64, status schemas.Status) {
-		tr := &schemas.Trajectory{ID: rollout.NewID(), TaskID: task, Domain: domain, Split: "test", Status: status,
+		tr := &schemas.Trajectory{ID: uuid.New(), TaskID: task, Domain: domain, Split: "test", Status: status,
 			PolicyVersionStart: version, Reward: reward, Termination: schemas.TerminationUserStop,
 			StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), EndedAt: time.Date(2026, 1, 2, 3, 5, 5, 0, time.UTC)}
 		if status != schemas.StatusOK {
@@ -137,7 +138,7 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A retail episode that needed the NL judge: real termination, no reward, not an infra error.
-	ne := &schemas.Trajectory{ID: rollout.NewID(), TaskID: "d", Domain: "retail", Split: "test", Status: schemas.StatusNotEvaluated,
+	ne := &schemas.Trajectory{ID: uuid.New(), TaskID: "d", Domain: "retail", Split: "test", Status: schemas.StatusNotEvaluated,
 		Error: "NL_ASSERTION not evaluated", PolicyVersionStart: 1, Termination: schemas.TerminationUserStop,
 		StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), EndedAt: time.Date(2026, 1, 2, 3, 5, 5, 0, time.UTC)}
 	if _, err := dataset.WritePartitioned(dir, "part-2", []*schemas.Trajectory{ne}, schemas.ParquetWriterOptions{}); err != nil {
@@ -190,7 +191,7 @@ func chatRunConfig(t *testing.T, url, policyURL string) runConfig {
 	cfg.Econfig.Domain = "airline"
 	cfg.Econfig.UserLLMBaseURL = url + "/v1"
 	cfg.Split, cfg.NumTasks, cfg.NumTrials, cfg.Concurrency = "test", 2, 2, 2
-	cfg.Policy.Mode = rollout.ModeChat
+	cfg.Policy.Mode = episode.ModeChat
 	cfg.Policy.Chat.Endpoint.BaseURL = policyURL + "/v1"
 	cfg.Policy.Chat.Model = "scripted-agent"
 	cfg.Output = filepath.Join(t.TempDir(), "results.json")

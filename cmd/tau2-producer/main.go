@@ -112,7 +112,10 @@ func run(ctx context.Context, cfg *Config, rt *cli.Runtime) error {
 		return err
 	}
 	defer stop()
-	km := tkafka.NewMetrics(rt.Registry)
+	km, err := tkafka.NewMetrics(rt.Registry)
+	if err != nil {
+		return err
+	}
 	if cfg.Mode == "synthetic" {
 		return runSynthetic(ctx, cfg, rt, km)
 	}
@@ -121,7 +124,7 @@ func run(ctx context.Context, cfg *Config, rt *cli.Runtime) error {
 		return err
 	}
 	vs := &rollout.Versions{}
-	runners, err := rollout.NewRunners(cfg.RunnerConfig, vs.Latest, rt.Registry)
+	runners, err := episode.NewRunners(cfg.RunnerConfig, vs.Latest, rt.Registry)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"tau2rl/lib/inference/llm"
 	"tau2rl/lib/stream/embedded"
 	tkafka "tau2rl/lib/stream/kafka"
+	"tau2rl/lib/tau2/episode"
 	"tau2rl/producers/proxy"
 	"tau2rl/producers/rollout"
 )
@@ -80,7 +81,7 @@ func run(ctx context.Context, cfg *Config, rt *cli.Runtime) error {
 	if t.Trajectories == "" || t.InfraErrors == "" || t.PolicyVersions == "" {
 		return fmt.Errorf("%w: kafka topics trajectories, infra_errors and policy_versions must be named", cli.ErrUsage)
 	}
-	tok, err := rollout.LoadTokenizer(cfg.Tokenizer)
+	tok, err := episode.LoadTokenizer(cfg.Tokenizer)
 	if err != nil {
 		return err
 	}
@@ -91,7 +92,14 @@ func run(ctx context.Context, cfg *Config, rt *cli.Runtime) error {
 	if err := tkafka.EnsureTopics(ctx, cfg.Kafka, t.Trajectories, t.InfraErrors, t.PolicyVersions); err != nil {
 		return err
 	}
-	km := tkafka.NewMetrics(rt.Registry)
+	km, err := tkafka.NewMetrics(rt.Registry)
+	if err != nil {
+		return err
+	}
+	pm, err := proxy.NewMetrics(rt.Registry)
+	if err != nil {
+		return err
+	}
 	trajs, err := tkafka.NewWriter(cfg.Kafka, t.Trajectories, km)
 	if err != nil {
 		return err
@@ -104,7 +112,7 @@ func run(ctx context.Context, cfg *Config, rt *cli.Runtime) error {
 	defer infra.Close()
 	vs := &rollout.Versions{}
 	srv, err := proxy.New(cfg.Config, proxy.Deps{Policy: pol, Tokenizer: tok, Trajectories: trajs, InfraErrors: infra,
-		Version: vs.Latest, APIKeys: keys, Metrics: proxy.NewMetrics(rt.Registry), Log: rt.Log})
+		Version: vs.Latest, APIKeys: keys, Metrics: pm, Log: rt.Log})
 	if err != nil {
 		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}

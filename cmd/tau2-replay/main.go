@@ -70,7 +70,11 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
 	if err := kafka.CheckAuth(ctx, cfg.Kafka); err != nil {
 		return err
 	}
-	w, err := kafka.NewWriter(cfg.Kafka, topic, kafka.NewMetrics(rt.Registry))
+	km, err := kafka.NewMetrics(rt.Registry)
+	if err != nil {
+		return fmt.Errorf("tau2-replay: %w", err)
+	}
+	w, err := kafka.NewWriter(cfg.Kafka, topic, km)
 	if err != nil {
 		return fmt.Errorf("tau2-replay: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"tau2rl/cmd/internal/clitest"
 	"tau2rl/consumers/dataset"
 	"tau2rl/consumers/replay"
+	"tau2rl/lib/stream"
 	"tau2rl/lib/stream/embedded"
 	"tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
@@ -73,7 +74,7 @@ func TestReplayThroughKafka(t *testing.T) {
 		if err != nil {
 			t.Fatalf("after %d messages: %v", got, err)
 		}
-		ts, err := schemas.UnframeTrajectories(msg.Value, kafka.HeaderMap(msg))
+		ts, err := schemas.UnframeTrajectories(msg.Value, stream.HeaderMap(msg))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,7 +17,6 @@ import (
 	"tau2rl/lib/inference/llmtest"
 	"tau2rl/lib/loopback"
 	"tau2rl/lib/tau2/episode"
-	"tau2rl/producers/rollout"
 	"tau2rl/producers/scripted"
 )
 
@@ -120,7 +119,7 @@ func run(ctx context.Context, cfg *Config, rt *cli.Runtime) error {
 		}
 		rt.Log.Info("tasks loaded", "domain", cfg.Domain, "tasks", len(set.Tasks))
 	}
-	tok, err := rollout.LoadTokenizer(cfg.Tokenizer)
+	tok, err := episode.LoadTokenizer(cfg.Tokenizer)
 	if err != nil {
 		return err
 	}

@@ -264,7 +264,10 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
 	if err := tkafka.CheckAuth(ctx, cfg.Kafka); err != nil {
 		return err
 	}
-	km := tkafka.NewMetrics(rt.Registry)
+	km, err := tkafka.NewMetrics(rt.Registry)
+	if err != nil {
+		return err
+	}
 	src, err := kafkaio.NewSource(cfg.Kafka, cfg.ConsumerGroup, km)
 	if err != nil {
 		return err

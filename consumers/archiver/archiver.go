@@ -11,24 +11,18 @@ import (
 	"sort"
 	"time"
 
+	"tau2rl/lib/stream"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
 )
 
-// Source is the consumer-group reader the archiver pulls from
-// (*kafka.GroupReader).
-type Source interface {
-	Fetch(ctx context.Context) (tkafka.Message, error)
-	Commit(ctx context.Context, msgs ...tkafka.Message) error
-	Close() error
-}
+// Source is the consumer-group subscription the archiver pulls from (lib/stream/kafka's
+// GroupReader in production).
+type Source = stream.Source
 
-// DeadLetterer publishes a message the archiver cannot archive
-// (*kafka.DeadLetters). The archiver commits past the message only after it
-// returns nil.
-type DeadLetterer interface {
-	DeadLetter(ctx context.Context, msg tkafka.Message, cause error) error
-}
+// DeadLetterer publishes a message the archiver cannot archive (lib/stream/kafka's DeadLetters).
+// The archiver commits past the message only after it returns nil.
+type DeadLetterer = stream.DeadLetterer
 
 // Deps are the archiver's collaborators. Open fills defaults for nil ones
 // where a default exists.
@@ -71,7 +65,7 @@ type Archiver struct {
 	m      *Metrics
 	log    *slog.Logger
 	ids    *idSet
-	tr     *tracker
+	tr     *stream.Watermark
 	files  map[string]*openFile
 	runID  string
 	seq    int
@@ -130,7 +124,7 @@ func Open(ctx context.Context, cfg Config, d Deps) (*Archiver, error) {
 		d.MaxMessageBytes = tkafka.DefaultMaxMessageBytes
 	}
 	if d.Metrics == nil {
-		d.Metrics = NewMetrics(nil)
+		d.Metrics, _ = NewMetrics(nil) // unregistered: cannot fail
 	}
 	if d.Log == nil {
 		d.Log = slog.Default()
@@ -152,7 +146,7 @@ func Open(ctx context.Context, cfg Config, d Deps) (*Archiver, error) {
 	}
 	a := &Archiver{
 		cfg: cfg, d: d, m: d.Metrics, log: d.Log.With("component", "archiver"),
-		ids: newIDSet(cfg.DedupWindow), tr: newTracker(), files: map[string]*openFile{},
+		ids: newIDSet(cfg.DedupWindow), tr: stream.NewWatermark(stream.RedeliveryTrack), files: map[string]*openFile{},
 		runID: hex.EncodeToString(rb[:]), unlock: unlock,
 	}
 	if err := a.recover(ctx); err != nil {
@@ -164,7 +158,7 @@ func Open(ctx context.Context, cfg Config, d Deps) (*Archiver, error) {
 
 // job is one fetched message on its way through the decode workers.
 type job struct {
-	msg   tkafka.Message
+	msg   stream.Message
 	trajs []*schemas.Trajectory
 	dirs  []string
 	err   error
@@ -260,11 +254,11 @@ func (a *Archiver) decodeLoop(work <-chan *job) {
 
 // decode unframes a message and computes the partition directory of each
 // trajectory. Any error sends the whole message to dead letters.
-func (a *Archiver) decode(msg tkafka.Message) ([]*schemas.Trajectory, []string, error) {
+func (a *Archiver) decode(msg stream.Message) ([]*schemas.Trajectory, []string, error) {
 	if len(msg.Value) > a.d.MaxMessageBytes {
 		return nil, nil, fmt.Errorf("%w: %d bytes, limit %d", errOversize, len(msg.Value), a.d.MaxMessageBytes)
 	}
-	trajs, err := schemas.UnframeTrajectories(msg.Value, tkafka.HeaderMap(msg))
+	trajs, err := schemas.UnframeTrajectories(msg.Value, stream.HeaderMap(msg))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -310,8 +304,8 @@ func deadLetterReason(err error) string {
 // appended to the open file of each partition directory.
 func (a *Archiver) handle(ctx context.Context, j *job) error {
 	msg := j.msg
-	tp := topicPartition{msg.Topic, msg.Partition}
-	p := a.tr.add(tp, msg.Offset)
+	tp := stream.Partition{Topic: msg.Topic, Partition: msg.Partition}
+	p := a.tr.Add(tp, msg.Offset, 0)
 	a.Summary.Messages++
 	a.m.BytesIn.Add(float64(len(msg.Value)))
 	if j.err != nil {
@@ -355,7 +349,7 @@ func (a *Archiver) handle(ctx context.Context, j *job) error {
 		if err != nil {
 			return err
 		}
-		if err := f.write(tp, msg.Offset, p, byDir[dir], a.cfg.RowGroupBytes); err != nil {
+		if err := f.write(tp, msg.Offset, a.tr, p, byDir[dir], a.cfg.RowGroupBytes); err != nil {
 			a.m.Errors.WithLabelValues("write").Inc()
 			return err
 		}
@@ -452,7 +446,9 @@ func (a *Archiver) complete(r finResult) error {
 	}
 	a.m.FinalizeLatency.Observe(r.dur.Seconds())
 	for _, p := range r.f.entries {
-		p.waiting--
+		if err := a.tr.Release(p); err != nil {
+			return fmt.Errorf("archiver: %w", err)
+		}
 	}
 	a.m.Files.Inc()
 	a.m.Rows.Add(float64(r.f.rows))
@@ -498,15 +494,14 @@ func (a *Archiver) tick(ctx context.Context) error {
 // failed commit is retried at the next tick: the data is durable, so the
 // worst case is a redelivery that the id set drops.
 func (a *Archiver) commit(ctx context.Context) {
-	a.tr.advance()
-	a.m.Uncommitted.Set(float64(a.tr.outstanding()))
-	commits := a.tr.commits()
+	commits := a.tr.Advance()
+	a.m.Uncommitted.Set(float64(a.tr.Pending()))
 	if len(commits) == 0 {
 		return
 	}
-	msgs := make([]tkafka.Message, 0, len(commits))
-	for tp, next := range commits {
-		msgs = append(msgs, tkafka.Message{Topic: tp.Topic, Partition: tp.Partition, Offset: next - 1})
+	msgs := make([]stream.Message, 0, len(commits))
+	for _, o := range commits {
+		msgs = append(msgs, stream.CommitPoint(o.Topic, o.Partition, o.Next))
 	}
 	start := time.Now()
 	if err := a.d.Source.Commit(ctx, msgs...); err != nil {
@@ -517,8 +512,8 @@ func (a *Archiver) commit(ctx context.Context) {
 		return
 	}
 	a.m.CommitLatency.Observe(time.Since(start).Seconds())
-	for tp, next := range commits {
-		a.tr.committed(tp, next)
+	for _, o := range commits {
+		a.tr.Committed(o)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"tau2rl/consumers/archiver"
+	"tau2rl/lib/stream"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
 )
@@ -37,7 +38,7 @@ func TestArchiveEndToEnd(t *testing.T) {
 	hdr := func(version string) []tkafka.Header {
 		h := schemas.Headers(schemas.ContentTypeArrowStream, schemas.MessageTypeTrajectories)
 		h[schemas.HeaderSchemaVersion] = version
-		return tkafka.FromFramed(schemas.Framed{Headers: h}).Headers
+		return stream.FromFramed(schemas.Framed{Headers: h}).Headers
 	}
 	evil := *trajs[1]
 	evil.ID = "evil-1"
@@ -128,11 +129,11 @@ func TestArchiveEndToEnd(t *testing.T) {
 	// Every file records its source offsets.
 	for _, f := range ds.files {
 		pf := openParquetFile(t, filepath.Join(cfg.DatasetDir, f))
-		meta, ok := pf.Lookup(archiver.MetaKafkaOffsets)
+		meta, ok := pf.Lookup(schemas.MetaKafkaOffsets)
 		if !ok {
-			t.Fatalf("%s lacks %s", f, archiver.MetaKafkaOffsets)
+			t.Fatalf("%s lacks %s", f, schemas.MetaKafkaOffsets)
 		}
-		ranges, err := archiver.ParseOffsets(meta)
+		ranges, err := schemas.ParseOffsets(meta)
 		if err != nil || len(ranges) == 0 {
 			t.Fatalf("%s offsets %q: %v", f, meta, err)
 		}

@@ -107,7 +107,7 @@ func benchEndToEnd(b *testing.B, prepublish bool, tokens string) {
 	b.ResetTimer()
 	cpu0 := cpuTime()
 	start := time.Now()
-	am := archiver.NewMetrics(nil)
+	am, _ := archiver.NewMetrics(nil)
 	a, err := archiver.OpenKafka(ctx, cfg, e.kc, archiver.Deps{Metrics: am, Log: testLog}, nil)
 	if err != nil {
 		b.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"tau2rl/consumers/archiver"
+	"tau2rl/lib/stream"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
 )
@@ -69,7 +70,7 @@ func offsetsByID(t *testing.T, ctx context.Context, e *env, n int) map[string][2
 		if err != nil {
 			t.Fatalf("verify read after %d: %v", len(out), err)
 		}
-		trajs, err := schemas.UnframeTrajectories(m.Value, tkafka.HeaderMap(m))
+		trajs, err := schemas.UnframeTrajectories(m.Value, stream.HeaderMap(m))
 		if err != nil {
 			continue
 		}

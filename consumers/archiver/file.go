@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"tau2rl/lib/stream"
 	"tau2rl/schemas"
 )
 
@@ -36,46 +37,6 @@ type Sink interface {
 
 // SinkFactory opens a Sink writing to w.
 type SinkFactory func(w io.Writer) (Sink, error)
-
-// Parquet key-value metadata the archiver writes in every file footer.
-const (
-	// MetaKafkaOffsets holds the source offsets of the rows, a JSON array
-	// of OffsetRange. Releases copy it into their manifest, and start-up
-	// uses it to find files whose offsets were not committed.
-	MetaKafkaOffsets = "tau2rl.kafka_offsets"
-	// MetaRows is the row count (decimal).
-	MetaRows = "tau2rl.rows"
-	// MetaWriter names the writer and its schema version.
-	MetaWriter = "tau2rl.writer"
-	// MetaCreated is when the file was finalized (RFC 3339).
-	MetaCreated = "tau2rl.created"
-)
-
-// OffsetRange says which messages of one Kafka partition have rows in a
-// file: the smallest and largest offset and how many messages. The offsets
-// need not be contiguous (other messages of the range may be in files of
-// other partitions, duplicates or dead letters).
-type OffsetRange struct {
-	Topic     string `json:"topic"`
-	Partition int    `json:"partition"`
-	First     int64  `json:"first"`
-	Last      int64  `json:"last"`
-	Messages  int    `json:"messages"`
-}
-
-// ParseOffsets parses the MetaKafkaOffsets value of a file footer.
-func ParseOffsets(s string) ([]OffsetRange, error) {
-	var out []OffsetRange
-	if err := json.Unmarshal([]byte(s), &out); err != nil {
-		return nil, fmt.Errorf("archiver: %s: %w", MetaKafkaOffsets, err)
-	}
-	for _, r := range out {
-		if r.Topic == "" || r.Partition < 0 || r.First < 0 || r.Last < r.First || r.Messages < 1 {
-			return nil, fmt.Errorf("archiver: %s: bad range %+v", MetaKafkaOffsets, r)
-		}
-	}
-	return out, nil
-}
 
 // Naming: final files are part-<UTC time>-<run>-<seq>.parquet; the
 // temporary name while writing is "." + final + ".tmp", which every reader
@@ -107,10 +68,10 @@ type openFile struct {
 	buf      *bufio.Writer
 	sink     Sink
 	rows     int
-	flushed  int64 // sink size at the last row-group flush
-	entries  []*pending
-	ranges   map[topicPartition]*OffsetRange
-	lastSeen map[topicPartition]int64 // last offset counted in ranges, per partition
+	flushed  int64            // sink size at the last row-group flush
+	entries  []*stream.Ticket // one hold each on the messages with rows here
+	ranges   map[stream.Partition]*schemas.OffsetRange
+	lastSeen map[stream.Partition]int64 // last offset counted in ranges, per partition
 }
 
 func newOpenFile(fsys FS, newSink SinkFactory, root, dir, name string, now time.Time) (*openFile, error) {
@@ -132,21 +93,22 @@ func newOpenFile(fsys FS, newSink SinkFactory, root, dir, name string, now time.
 	}
 	return &openFile{
 		dir: dir, name: name, absDir: absDir, tmpPath: tmp, opened: now, f: f, buf: buf, sink: sink,
-		ranges: map[topicPartition]*OffsetRange{}, lastSeen: map[topicPartition]int64{},
+		ranges: map[stream.Partition]*schemas.OffsetRange{}, lastSeen: map[stream.Partition]int64{},
 	}, nil
 }
 
-// write appends the rows of one message and records its offset.
-func (o *openFile) write(tp topicPartition, offset int64, p *pending, trajs []*schemas.Trajectory, rowGroupBytes int64) error {
+// write appends the rows of one message and records its offset; the message is held on wm until
+// this file is durable.
+func (o *openFile) write(tp stream.Partition, offset int64, wm *stream.Watermark, p *stream.Ticket, trajs []*schemas.Trajectory, rowGroupBytes int64) error {
 	if err := o.sink.Write(trajs); err != nil {
 		return fmt.Errorf("archiver: write %s: %w", o.tmpPath, err)
 	}
 	o.rows += len(trajs)
-	p.waiting++
+	wm.Hold(p)
 	o.entries = append(o.entries, p)
 	r := o.ranges[tp]
 	if r == nil {
-		r = &OffsetRange{Topic: tp.Topic, Partition: tp.Partition, First: offset, Last: offset}
+		r = &schemas.OffsetRange{Topic: tp.Topic, Partition: tp.Partition, First: offset, Last: offset}
 		o.ranges[tp] = r
 	}
 	r.First = min(r.First, offset)
@@ -164,8 +126,8 @@ func (o *openFile) write(tp topicPartition, offset int64, p *pending, trajs []*s
 	return nil
 }
 
-func (o *openFile) offsetRanges() []OffsetRange {
-	out := make([]OffsetRange, 0, len(o.ranges))
+func (o *openFile) offsetRanges() []schemas.OffsetRange {
+	out := make([]schemas.OffsetRange, 0, len(o.ranges))
 	for _, r := range o.ranges {
 		out = append(out, *r)
 	}
@@ -186,10 +148,10 @@ func (o *openFile) finalize(fsys FS, now time.Time) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("archiver: encode offsets of %s: %w", o.tmpPath, err)
 	}
-	o.sink.SetKeyValueMetadata(MetaKafkaOffsets, string(offsets))
-	o.sink.SetKeyValueMetadata(MetaRows, strconv.Itoa(o.rows))
-	o.sink.SetKeyValueMetadata(MetaWriter, version)
-	o.sink.SetKeyValueMetadata(MetaCreated, now.UTC().Format(time.RFC3339Nano))
+	o.sink.SetKeyValueMetadata(schemas.MetaKafkaOffsets, string(offsets))
+	o.sink.SetKeyValueMetadata(schemas.MetaRows, strconv.Itoa(o.rows))
+	o.sink.SetKeyValueMetadata(schemas.MetaWriter, version)
+	o.sink.SetKeyValueMetadata(schemas.MetaCreated, now.UTC().Format(time.RFC3339Nano))
 	steps := []struct {
 		what string
 		fn   func() error

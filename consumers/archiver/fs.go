@@ -1,11 +1,12 @@
 package archiver
 
 import (
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"tau2rl/lib/durable"
 )
 
 // FS is the file-writing seam of the archiver: everything it does to the
@@ -60,17 +61,7 @@ func (OSFS) Rename(oldpath, newpath string) error { return os.Rename(oldpath, ne
 func (OSFS) Remove(path string) error { return os.Remove(path) }
 
 // SyncDir implements FS.
-func (OSFS) SyncDir(path string) error {
-	d, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return fmt.Errorf("fsync dir %s: %w", path, err)
-	}
-	return d.Close()
-}
+func (OSFS) SyncDir(path string) error { return durable.SyncDir(path) }
 
 // WalkDir implements FS.
 func (OSFS) WalkDir(root string, fn fs.WalkDirFunc) error { return filepath.WalkDir(root, fn) }

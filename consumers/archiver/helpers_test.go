@@ -102,8 +102,15 @@ func testConfig(dir string) archiver.Config {
 // openArchiver wires an archiver to the env's Kafka with the test sink.
 func openArchiver(t testing.TB, ctx context.Context, e *env, cfg archiver.Config, fsys archiver.FS, reg prometheus.Registerer) (*archiver.Archiver, error) {
 	t.Helper()
-	km := tkafka.NewMetrics(reg)
-	return archiver.OpenKafka(ctx, cfg, e.kc, archiver.Deps{FS: fsys, NewSink: newTestSink, Metrics: archiver.NewMetrics(reg), Log: testLog}, km)
+	km, err := tkafka.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	am, err := archiver.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return archiver.OpenKafka(ctx, cfg, e.kc, archiver.Deps{FS: fsys, NewSink: newTestSink, Metrics: am, Log: testLog}, km)
 }
 
 // smallTrajectories returns n valid synthetic trajectories spread over domains.

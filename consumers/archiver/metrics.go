@@ -1,9 +1,11 @@
 package archiver
 
 import (
-	tkafka "tau2rl/lib/stream/kafka"
+	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"tau2rl/lib/metrics"
 )
 
 // Metrics are the archiver's Prometheus series. Transport-level series
@@ -39,8 +41,9 @@ type Metrics struct {
 	FinalizeLatency prometheus.Histogram
 }
 
-// NewMetrics registers the archiver metrics on reg (nil: unregistered).
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// NewMetrics registers the archiver metrics on reg (nil: unregistered; again on the same
+// registry: the series already there, lib/metrics).
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		Messages:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tau2rl_archiver_messages_total", Help: "Fetched messages by outcome (archived, duplicate, dead_letter)."}, []string{"outcome"}),
 		BytesIn:         prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2rl_archiver_bytes_in_total", Help: "Message value bytes fetched."}),
@@ -55,19 +58,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		CommitLatency:   prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tau2rl_archiver_commit_seconds", Help: "Duration of an offset commit of durable progress.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
 		FinalizeLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tau2rl_archiver_finalize_seconds", Help: "Duration of footer, fsync, rename and directory fsync of one file.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
 	}
-	if reg != nil {
-		m.Messages = tkafka.RegisterOrReuse(reg, m.Messages)
-		m.BytesIn = tkafka.RegisterOrReuse(reg, m.BytesIn)
-		m.Rows = tkafka.RegisterOrReuse(reg, m.Rows)
-		m.DuplicateRows = tkafka.RegisterOrReuse(reg, m.DuplicateRows)
-		m.Files = tkafka.RegisterOrReuse(reg, m.Files)
-		m.FileBytes = tkafka.RegisterOrReuse(reg, m.FileBytes)
-		m.DeadLetters = tkafka.RegisterOrReuse(reg, m.DeadLetters)
-		m.Errors = tkafka.RegisterOrReuse(reg, m.Errors)
-		m.OpenFiles = tkafka.RegisterOrReuse(reg, m.OpenFiles)
-		m.Uncommitted = tkafka.RegisterOrReuse(reg, m.Uncommitted)
-		m.CommitLatency = tkafka.RegisterOrReuse(reg, m.CommitLatency)
-		m.FinalizeLatency = tkafka.RegisterOrReuse(reg, m.FinalizeLatency)
+	s := metrics.NewSet(reg)
+	m.Messages = metrics.Add(s, m.Messages)
+	m.BytesIn = metrics.Add(s, m.BytesIn)
+	m.Rows = metrics.Add(s, m.Rows)
+	m.DuplicateRows = metrics.Add(s, m.DuplicateRows)
+	m.Files = metrics.Add(s, m.Files)
+	m.FileBytes = metrics.Add(s, m.FileBytes)
+	m.DeadLetters = metrics.Add(s, m.DeadLetters)
+	m.Errors = metrics.Add(s, m.Errors)
+	m.OpenFiles = metrics.Add(s, m.OpenFiles)
+	m.Uncommitted = metrics.Add(s, m.Uncommitted)
+	m.CommitLatency = metrics.Add(s, m.CommitLatency)
+	m.FinalizeLatency = metrics.Add(s, m.FinalizeLatency)
+	if err := s.Err(); err != nil {
+		return nil, fmt.Errorf("archiver: %w", err)
 	}
-	return m
+	return m, nil
 }

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"syscall"
 
+	"tau2rl/schemas"
+
 	"github.com/parquet-go/parquet-go"
 )
 
@@ -139,11 +141,11 @@ func (a *Archiver) pinIfUncommitted(p string, committed map[int]int64) (int, err
 		return 0, err
 	}
 	defer f.Close()
-	meta, ok := pf.Lookup(MetaKafkaOffsets)
+	meta, ok := pf.Lookup(schemas.MetaKafkaOffsets)
 	if !ok {
 		return 0, nil // not an archiver file (e.g. a copied release): no offsets to compare
 	}
-	ranges, err := ParseOffsets(meta)
+	ranges, err := schemas.ParseOffsets(meta)
 	if err != nil {
 		return 0, err
 	}

@@ -61,7 +61,7 @@ func TestArchiveWithSchemasParquet(t *testing.T) {
 		if err := schemas.CheckParquetFile(pf); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		if _, ok := pf.Lookup(archiver.MetaKafkaOffsets); !ok {
+		if _, ok := pf.Lookup(schemas.MetaKafkaOffsets); !ok {
 			t.Fatalf("%s lacks source offsets", f)
 		}
 		ids, err := archiver.ReadIDs(pf)

@@ -2,61 +2,37 @@ package dataset
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
 
+	"tau2rl/lib/durable"
 	"tau2rl/schemas"
 )
 
-// WriteFile writes trajectories to one Parquet file durably: into a temporary "."-prefixed file
-// in the same directory (which Open skips), fsync, rename, fsync of the directory. It is for
-// tools that build datasets in one go (exports, releases, tests); the streaming archiver manages
-// its own files.
-func WriteFile(path string, trajs []*schemas.Trajectory, opts schemas.ParquetWriterOptions) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
+// WriteFile writes trajectories to one Parquet file durably, through lib/durable: into a
+// temporary "."-prefixed file in the same directory (which Open skips), fsync, rename, fsync of
+// the directory. No binary calls it today: tests build their fixture datasets with it. The
+// streaming archiver and releases (consumers/release, which copies or rewrites archive files with
+// their footers) manage their own files.
+func WriteFile(path string, trajs []*schemas.Trajectory, opts schemas.ParquetWriterOptions) error {
+	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("dataset: write %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(dir, "."+base+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("dataset: write %s: %w", path, err)
-	}
-	defer func() {
+	err := durable.Write(path, 0o644, func(f io.Writer) error {
+		w, err := schemas.NewParquetWriter(f, opts)
 		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
+			return err
 		}
-	}()
-	w, err := schemas.NewParquetWriter(tmp, opts)
+		if err := w.Write(trajs); err != nil {
+			return err
+		}
+		return w.Close()
+	})
 	if err != nil {
 		return fmt.Errorf("dataset: write %s: %w", path, err)
-	}
-	if err := w.Write(trajs); err != nil {
-		return fmt.Errorf("dataset: write %s: %w", path, err)
-	}
-	if err := w.Close(); err != nil {
-		return fmt.Errorf("dataset: write %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("dataset: fsync %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("dataset: close %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("dataset: rename %s: %w", tmp.Name(), err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("dataset: open dir %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("dataset: fsync dir %s: %w", dir, err)
 	}
 	return nil
 }

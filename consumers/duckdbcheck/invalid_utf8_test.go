@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"tau2rl/consumers/archiver"
+	"tau2rl/lib/stream"
 	"tau2rl/lib/stream/embedded"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
@@ -68,7 +69,7 @@ func TestInvalidUTF8IsDeadLetteredAndArchiveStaysQueryable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		msgs = append(msgs, tkafka.FromFramed(f))
+		msgs = append(msgs, stream.FromFramed(f))
 		if i%4 == 0 && len(bad) > 0 {
 			for name, mutate := range bad {
 				delete(bad, name)
@@ -80,7 +81,7 @@ func TestInvalidUTF8IsDeadLetteredAndArchiveStaysQueryable(t *testing.T) {
 				if err != nil {
 					t.Fatalf("encode %s: %v", name, err)
 				}
-				m := tkafka.FromFramed(schemas.Framed{Headers: schemas.Headers(schemas.ContentTypeArrowStream, schemas.MessageTypeTrajectories)})
+				m := stream.FromFramed(schemas.Framed{Headers: schemas.Headers(schemas.ContentTypeArrowStream, schemas.MessageTypeTrajectories)})
 				m.Key, m.Value = []byte("evil"), value
 				msgs = append(msgs, m)
 				break

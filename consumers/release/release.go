@@ -30,8 +30,8 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"tau2rl/consumers/archiver"
 	"tau2rl/consumers/dataset"
+	"tau2rl/lib/durable"
 	"tau2rl/schemas"
 )
 
@@ -133,7 +133,7 @@ type Manifest struct {
 	Files             []FileManifest      `json:"files"`
 	// KafkaOffsets are the source offset ranges per topic partition of the
 	// archive files the release drew from (from their footers).
-	KafkaOffsets []archiver.OffsetRange `json:"kafka_offsets"`
+	KafkaOffsets []schemas.OffsetRange `json:"kafka_offsets"`
 }
 
 // Selection records the filters in the manifest.
@@ -160,8 +160,8 @@ type FileManifest struct {
 	// (the matching rows only).
 	Mode string `json:"mode"`
 	// Source is the archive file it came from, relative to the source root.
-	Source       string                 `json:"source"`
-	KafkaOffsets []archiver.OffsetRange `json:"kafka_offsets,omitempty"`
+	Source       string                `json:"source"`
+	KafkaOffsets []schemas.OffsetRange `json:"kafka_offsets,omitempty"`
 }
 
 // Cut writes the release described by cfg and returns its manifest.
@@ -189,7 +189,7 @@ func Cut(ctx context.Context, cfg Config, log *slog.Logger) (*Manifest, error) {
 	}
 	seen := map[string]struct{}{}
 	parts := map[string]*PartitionManifest{}
-	offsets := map[[2]string]*archiver.OffsetRange{}
+	offsets := map[[2]string]*schemas.OffsetRange{}
 	for _, src := range ds.Files {
 		rel, err := filepath.Rel(cfg.Source, src)
 		if err != nil {
@@ -304,11 +304,11 @@ func releaseFile(ctx context.Context, cfg Config, src, rel string, seen map[stri
 	if err != nil {
 		return nil, fmt.Errorf("release: %w", err)
 	}
-	var ranges []archiver.OffsetRange
+	var ranges []schemas.OffsetRange
 	offsetsMeta := ""
 	if pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true)); err == nil {
-		if v, ok := pf.Lookup(archiver.MetaKafkaOffsets); ok {
-			if ranges, err = archiver.ParseOffsets(v); err != nil {
+		if v, ok := pf.Lookup(schemas.MetaKafkaOffsets); ok {
+			if ranges, err = schemas.ParseOffsets(v); err != nil {
 				return nil, fmt.Errorf("release: %s: %w", rel, err)
 			}
 			offsetsMeta = v
@@ -328,7 +328,7 @@ func releaseFile(ctx context.Context, cfg Config, src, rel string, seen map[stri
 	opts := cfg.Parquet
 	opts.Metadata = map[string]string{"tau2rl.release": cfg.Name, "tau2rl.release_source": rel}
 	if offsetsMeta != "" {
-		opts.Metadata[archiver.MetaKafkaOffsets] = offsetsMeta
+		opts.Metadata[schemas.MetaKafkaOffsets] = offsetsMeta
 	}
 	w, err := schemas.NewParquetWriter(tmp, opts)
 	if err != nil {
@@ -377,8 +377,8 @@ func releaseFile(ctx context.Context, cfg Config, src, rel string, seen map[stri
 	if err := os.Rename(tmp.Name(), outPath); err != nil {
 		return nil, fmt.Errorf("release: %w", err)
 	}
-	if err := syncDir(filepath.Dir(outPath)); err != nil {
-		return nil, err
+	if err := durable.SyncDir(filepath.Dir(outPath)); err != nil {
+		return nil, fmt.Errorf("release: %w", err)
 	}
 	return &FileManifest{Path: filepath.ToSlash(rel), Rows: kept, Bytes: size, SHA256: sum, Mode: mode,
 		Source: filepath.ToSlash(rel), KafkaOffsets: ranges}, nil
@@ -406,36 +406,8 @@ func hashFile(f *os.File) (int64, string, error) {
 }
 
 func writeDurable(p string, data []byte) error {
-	tmp := filepath.Join(filepath.Dir(p), "."+filepath.Base(p)+".tmp")
-	f, err := os.Create(tmp)
-	if err != nil {
+	if err := durable.WriteFile(p, data, 0o644); err != nil {
 		return fmt.Errorf("release: %w", err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("release: write %s: %w", p, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("release: fsync %s: %w", p, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("release: %w", err)
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		return fmt.Errorf("release: %w", err)
-	}
-	return syncDir(filepath.Dir(p))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("release: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("release: fsync %s: %w", dir, err)
 	}
 	return nil
 }

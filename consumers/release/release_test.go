@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"tau2rl/consumers/archiver"
 	"tau2rl/consumers/dataset"
 	"tau2rl/consumers/release/internal/coldoc"
 	"tau2rl/schemas"
@@ -38,11 +37,11 @@ func archive(t *testing.T) (string, []*schemas.Trajectory) {
 		all = append(all, schemas.Synthetic(rng, o))
 	}
 	opts := schemas.DefaultParquetWriterOptions()
-	opts.Metadata = map[string]string{archiver.MetaKafkaOffsets: `[{"topic":"tau2.trajectories","partition":1,"first":10,"last":70,"messages":30}]`}
+	opts.Metadata = map[string]string{schemas.MetaKafkaOffsets: `[{"topic":"tau2.trajectories","partition":1,"first":10,"last":70,"messages":30}]`}
 	if _, err := dataset.WritePartitioned(root, "part-a", all[:40], opts); err != nil {
 		t.Fatal(err)
 	}
-	opts.Metadata = map[string]string{archiver.MetaKafkaOffsets: `[{"topic":"tau2.trajectories","partition":2,"first":0,"last":5,"messages":6}]`}
+	opts.Metadata = map[string]string{schemas.MetaKafkaOffsets: `[{"topic":"tau2.trajectories","partition":2,"first":0,"last":5,"messages":6}]`}
 	if _, err := dataset.WritePartitioned(root, "part-b", all[40:], opts); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"tau2rl/consumers/dataset"
+	"tau2rl/lib/metrics"
 	"tau2rl/schemas"
 )
 
@@ -86,17 +87,20 @@ type Metrics struct {
 	rowsRead  prometheus.Counter
 }
 
-// NewMetrics registers tau2rl_replay_* counters on reg.
+// NewMetrics registers tau2rl_replay_* counters on reg (nil: unregistered; again on the same
+// registry: the series already there, lib/metrics).
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		published: prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2rl_replay_published_total", Help: "Trajectories republished."}),
 		bytes:     prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2rl_replay_published_bytes_total", Help: "Bytes of republished Arrow IPC values."}),
 		rowsRead:  prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2rl_replay_rows_read_total", Help: "Archive rows read (before filtering)."}),
 	}
-	for _, c := range []prometheus.Collector{m.published, m.bytes, m.rowsRead} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("replay: register metrics: %w", err)
-		}
+	s := metrics.NewSet(reg)
+	m.published = metrics.Add(s, m.published)
+	m.bytes = metrics.Add(s, m.bytes)
+	m.rowsRead = metrics.Add(s, m.rowsRead)
+	if err := s.Err(); err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
 	}
 	return m, nil
 }

@@ -289,3 +289,20 @@ func TestReplayCountsOnlyConfirmed(t *testing.T) {
 		t.Fatalf("first flush fails: published %d, unconfirmed %d, err %v", st.Published, st.Unconfirmed, err)
 	}
 }
+
+// A nil registry gives usable, unregistered metrics (it used to panic); a second NewMetrics on
+// one registry shares the series.
+func TestNewMetricsNilAndTwice(t *testing.T) {
+	m, err := NewMetrics(nil)
+	if err != nil || m == nil {
+		t.Fatalf("NewMetrics(nil) = %v, %v", m, err)
+	}
+	m.published.Inc()
+	reg := prometheus.NewRegistry()
+	if _, err := NewMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewMetrics(reg); err != nil {
+		t.Fatalf("second NewMetrics on one registry: %v", err)
+	}
+}

@@ -188,7 +188,3 @@ func (b *Backend) Close() error {
 	b.m1, b.m2 = nil, nil
 	return nil
 }
-
-func init() {
-	gpu.Register("cpu", func(dir string) (gpu.Backend, error) { return Load(dir) })
-}

@@ -129,24 +129,3 @@ func BenchmarkTrainStep(b *testing.B) {
 		})
 	}
 }
-
-func TestRegisteredAsCPU(t *testing.T) {
-	dir := t.TempDir()
-	if _, err := gpu.WriteRandomCheckpoint(dir, gpu.TinyConfig(), 1, gpu.InitOptions{}, gpu.BF16); err != nil {
-		t.Fatal(err)
-	}
-	b, err := gpu.Open("cpu", dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if b.Config().VocabSize != 64 {
-		t.Fatalf("config %+v", b.Config())
-	}
-	if _, err := gpu.Open("tpu", dir); err == nil {
-		t.Fatal("unknown backend opened")
-	}
-	if _, err := gpu.Open("cpu", t.TempDir()); err == nil {
-		t.Fatal("empty directory opened")
-	}
-}

@@ -13,6 +13,7 @@ import (
 
 	"tau2rl/gpu"
 	"tau2rl/gpu/safetensors"
+	"tau2rl/lib/durable"
 )
 
 // The sharded optimizer state: one file per rank, written by the process driving that rank, so no
@@ -56,7 +57,7 @@ func (g *Group) layoutHash() string {
 var shardTensors = [3]string{"master", "exp_avg", "exp_avg_sq"}
 
 // SaveOptimizerState writes the local ranks' optimizer-state files into dir (created if needed),
-// each atomically (temporary file, fsync, rename). Every host must write into the same dir (a
+// each atomically and durably through lib/durable (temporary file, fsync, rename, directory fsync). Every host must write into the same dir (a
 // shared file system) for a checkpoint to be complete.
 func (g *Group) SaveOptimizerState(dir string) error {
 	if err := g.usable(); err != nil {
@@ -83,7 +84,7 @@ func (g *Group) SaveOptimizerState(dir string) error {
 			specs = append(specs, safetensors.TensorSpec{Name: n, DType: safetensors.F32, Shape: []int{s.Len}})
 		}
 		path := filepath.Join(dir, ShardFile(s.Rank, s.World))
-		err = gpu.WriteFileAtomic(path, func(w io.Writer) error {
+		err = durable.Write(path, 0o644, func(w io.Writer) error {
 			sw, err := safetensors.NewWriter(w, specs, md)
 			if err != nil {
 				return err

@@ -1,11 +1,13 @@
 package safetensors
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+
+	"tau2rl/lib/durable"
 )
 
 // Source yields the float32 values of one tensor when the writer needs them, so a checkpoint can
@@ -15,8 +17,8 @@ type Source func(name string) ([]float32, error)
 // WriteDir writes tensors (in the given order) into dir as Hugging Face does: one
 // model.safetensors when the total is at most maxShardBytes (or maxShardBytes ≤ 0), else
 // model-0000k-of-0000n.safetensors shards plus model.safetensors.index.json. Each file is written
-// to a temporary name, synced, then renamed, so a reader never sees a half-written file; the
-// directory is synced at the end. It returns the names of the files written.
+// through lib/durable (a synced temporary file renamed into place), so a reader never sees a
+// half-written file; the directory is synced again after stale files are removed. It returns the names of the files written.
 func WriteDir(dir string, specs []TensorSpec, metadata map[string]string, maxShardBytes int64, src Source) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
@@ -61,8 +63,8 @@ func WriteDir(dir string, specs []TensorSpec, metadata map[string]string, maxSha
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: index: %w", err)
 	}
-	if err := WriteFileAtomic(filepath.Join(dir, IndexFile), ib); err != nil {
-		return nil, err
+	if err := durable.WriteFile(filepath.Join(dir, IndexFile), ib, 0o644); err != nil {
+		return nil, fmt.Errorf("safetensors: %w", err)
 	}
 	if err := os.Remove(filepath.Join(dir, SingleFile)); err != nil && !os.IsNotExist(err) {
 		return nil, fmt.Errorf("safetensors: remove stale single file: %w", err)
@@ -70,18 +72,19 @@ func WriteDir(dir string, specs []TensorSpec, metadata map[string]string, maxSha
 	return append(written, IndexFile), syncDir(dir)
 }
 
-func writeFile(path string, specs []TensorSpec, metadata map[string]string, src Source) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
+func writeFile(path string, specs []TensorSpec, metadata map[string]string, src Source) error {
+	var fillErr error // already says "safetensors: "
+	err := durable.Write(path, 0o644, func(bw io.Writer) error {
+		fillErr = writeTensors(bw, specs, metadata, src)
+		return fillErr
+	})
+	if err != nil && err != fillErr {
 		return fmt.Errorf("safetensors: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	bw := bufio.NewWriterSize(tmp, 1<<20)
+	return err
+}
+
+func writeTensors(bw io.Writer, specs []TensorSpec, metadata map[string]string, src Source) error {
 	w, err := NewWriter(bw, specs, metadata)
 	if err != nil {
 		return err
@@ -98,65 +101,12 @@ func writeFile(path string, specs []TensorSpec, metadata map[string]string, src 
 			return err
 		}
 	}
-	if err := w.Close(); err != nil {
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("safetensors: write %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("safetensors: sync %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("safetensors: close %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("safetensors: chmod %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("safetensors: rename %s: %w", path, err)
-	}
-	return nil
-}
-
-// WriteFileAtomic writes data to path through a synced temporary file and a rename.
-func WriteFileAtomic(path string, data []byte) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("safetensors: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("safetensors: write %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("safetensors: sync %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("safetensors: close %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("safetensors: chmod %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("safetensors: rename %s: %w", path, err)
-	}
-	return nil
+	return w.Close()
 }
 
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("safetensors: sync dir: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("safetensors: sync dir %s: %w", dir, err)
+	if err := durable.SyncDir(dir); err != nil {
+		return fmt.Errorf("safetensors: %w", err)
 	}
 	return nil
 }

@@ -21,8 +21,10 @@ import (
 	"tau2rl/lib/inference/llmtest"
 	"tau2rl/lib/inference/tokenizer"
 	"tau2rl/lib/inference/tokenizer/tokenizertest"
+	"tau2rl/lib/stream"
 	"tau2rl/lib/stream/embedded"
 	tkafka "tau2rl/lib/stream/kafka"
+	"tau2rl/lib/uuid"
 	"tau2rl/producers/proxy"
 	"tau2rl/producers/rollout"
 	"tau2rl/schemas"
@@ -141,8 +143,12 @@ func newHarnessWrap(tb testing.TB, script llmtest.Script, wrap func(rollout.Publ
 		tp = wrap(trajs)
 	}
 	h.reg = prometheus.NewRegistry()
+	pm, err := proxy.NewMetrics(h.reg)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	h.srv, err = proxy.New(cfg, proxy.Deps{Policy: pol, Tokenizer: tok, Trajectories: tp, InfraErrors: infra, APIKeys: keys,
-		Metrics: proxy.NewMetrics(h.reg)})
+		Metrics: pm})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -232,7 +238,7 @@ func trajectories(tb testing.TB, kc tkafka.Config, want int, timeout time.Durati
 	tb.Helper()
 	var out []*schemas.Trajectory
 	for _, m := range drain(tb, kc, kc.Topics.Trajectories, want, timeout) {
-		ts, err := schemas.UnframeTrajectories(m.Value, tkafka.HeaderMap(m))
+		ts, err := schemas.UnframeTrajectories(m.Value, stream.HeaderMap(m))
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -247,7 +253,7 @@ func infraErrors(tb testing.TB, kc tkafka.Config, want int, timeout time.Duratio
 	var out []schemas.InfraError
 	for _, m := range drain(tb, kc, kc.Topics.InfraErrors, want, timeout) {
 		var ie schemas.InfraError
-		if err := schemas.UnframeControl(m.Value, tkafka.HeaderMap(m), &ie); err != nil {
+		if err := schemas.UnframeControl(m.Value, stream.HeaderMap(m), &ie); err != nil {
 			tb.Fatal(err)
 		}
 		out = append(out, ie)
@@ -257,7 +263,7 @@ func infraErrors(tb testing.TB, kc tkafka.Config, want int, timeout time.Duratio
 
 func drain(tb testing.TB, kc tkafka.Config, topic string, want int, timeout time.Duration) []tkafka.Message {
 	tb.Helper()
-	r, err := tkafka.NewGroupReader(kc, "drain-"+rollout.NewID(), []string{topic}, nil)
+	r, err := tkafka.NewGroupReader(kc, "drain-"+uuid.New(), []string{topic}, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

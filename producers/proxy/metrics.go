@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"fmt"
+
 	"github.com/prometheus/client_golang/prometheus"
 
-	tkafka "tau2rl/lib/stream/kafka"
+	"tau2rl/lib/metrics"
 )
 
 // Metrics are the proxy's Prometheus series (tau2rl_proxy_*). The policy
@@ -22,8 +24,9 @@ type Metrics struct {
 }
 
 // NewMetrics registers the series on reg (nil: unregistered); registering
-// twice on one registry reuses the first series.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// twice on one registry reuses the first series; a clash is an error
+// (lib/metrics).
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	ns := func(name string) string { return "tau2rl_proxy_" + name }
 	m := &Metrics{
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns("requests_total"),
@@ -45,16 +48,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		PublishErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns("publish_errors_total"),
 			Help: "Failed publishes (the session stays open and the publish is retried), per topic."}, []string{"topic"}),
 	}
-	if reg != nil {
-		m.Requests = tkafka.RegisterOrReuse(reg, m.Requests)
-		m.Overhead = tkafka.RegisterOrReuse(reg, m.Overhead)
-		m.Generation = tkafka.RegisterOrReuse(reg, m.Generation)
-		m.OpenSessions = tkafka.RegisterOrReuse(reg, m.OpenSessions)
-		m.Sessions = tkafka.RegisterOrReuse(reg, m.Sessions)
-		m.TemplateDrift = tkafka.RegisterOrReuse(reg, m.TemplateDrift)
-		m.Tokens = tkafka.RegisterOrReuse(reg, m.Tokens)
-		m.InvalidFormat = tkafka.RegisterOrReuse(reg, m.InvalidFormat)
-		m.PublishErrors = tkafka.RegisterOrReuse(reg, m.PublishErrors)
+	s := metrics.NewSet(reg)
+	m.Requests = metrics.Add(s, m.Requests)
+	m.Overhead = metrics.Add(s, m.Overhead)
+	m.Generation = metrics.Add(s, m.Generation)
+	m.OpenSessions = metrics.Add(s, m.OpenSessions)
+	m.Sessions = metrics.Add(s, m.Sessions)
+	m.TemplateDrift = metrics.Add(s, m.TemplateDrift)
+	m.Tokens = metrics.Add(s, m.Tokens)
+	m.InvalidFormat = metrics.Add(s, m.InvalidFormat)
+	m.PublishErrors = metrics.Add(s, m.PublishErrors)
+	if err := s.Err(); err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	return m
+	return m, nil
 }

@@ -17,6 +17,7 @@ import (
 	"tau2rl/lib/inference/chattemplate"
 	"tau2rl/lib/inference/llm"
 	"tau2rl/lib/inference/tokenizer"
+	"tau2rl/lib/uuid"
 	"tau2rl/producers/rollout"
 	"tau2rl/schemas"
 )
@@ -79,7 +80,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		return nil, errors.New("proxy: auth is enabled but no API key was given")
 	}
 	if d.Metrics == nil {
-		d.Metrics = NewMetrics(nil)
+		d.Metrics, _ = NewMetrics(nil) // a nil registry registers nothing, so cannot clash
 	}
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
@@ -239,7 +240,7 @@ func (s *Server) acquire(meta SessionMeta) (*session, error) {
 	}
 	now := time.Now().UTC()
 	sess := &session{meta: meta, lastUsed: now, traj: schemas.Trajectory{
-		ID: rollout.NewID(), TaskID: task, Domain: domain, Split: s.cfg.Split, RequestID: meta.Group, Trial: meta.Trial,
+		ID: uuid.New(), TaskID: task, Domain: domain, Split: s.cfg.Split, RequestID: meta.Group, Trial: meta.Trial,
 		StartedAt: now, AgentModel: s.cfg.Model, Status: schemas.StatusOK,
 		Tags: map[string]string{"source": "tau2-proxy", "session": meta.ID},
 	}}

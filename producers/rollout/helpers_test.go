@@ -3,9 +3,12 @@ package rollout_test
 import (
 	"context"
 	"sync"
-	"tau2rl/lib/inference/tokenizer/tokenizertest"
 	"testing"
 	"time"
+
+	"tau2rl/lib/inference/tokenizer/tokenizertest"
+	"tau2rl/lib/tau2/episode"
+	"tau2rl/lib/uuid"
 
 	"tau2rl/lib/inference/llm"
 	"tau2rl/lib/inference/llmtest"
@@ -82,7 +85,7 @@ func producerConfig(tb testing.TB, url string) rollout.Config {
 	ep.BaseURL = url
 	ep.MaxRetries = 1
 	ep.BackoffBase, ep.BackoffMax = time.Millisecond, 5*time.Millisecond
-	cfg.Policy.Endpoints = []rollout.Endpoint{{EndpointConfig: ep}}
+	cfg.Policy.Endpoints = []episode.Endpoint{{EndpointConfig: ep}}
 	cfg.Policy.Tokenizer = path
 	cfg.Policy.Name = "scripted-policy"
 	cfg.Econfig.UserLLMBaseURL = url + "/v1"
@@ -101,7 +104,7 @@ func startProducer(tb testing.TB, cfg rollout.Config, kc tkafka.Config, vs *roll
 	if vs == nil {
 		vs = &rollout.Versions{}
 	}
-	runners, err := rollout.NewRunners(cfg.RunnerConfig, vs.Latest, nil)
+	runners, err := episode.NewRunners(cfg.RunnerConfig, vs.Latest, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -145,7 +148,7 @@ func publishRequests(tb testing.TB, kc tkafka.Config, reqs ...schemas.RolloutReq
 }
 
 func request(domain, split, task string, n int, version int64) schemas.RolloutRequest {
-	return schemas.RolloutRequest{RequestID: rollout.NewID(), TaskID: task, Domain: domain, Split: split, GroupSize: n,
+	return schemas.RolloutRequest{RequestID: uuid.New(), TaskID: task, Domain: domain, Split: split, GroupSize: n,
 		PolicyVersion: version, Sampling: schemas.SamplingParams{Temperature: 1, MaxTokens: 1024}, IssuedAt: time.Now().UTC()}
 }
 
@@ -153,7 +156,7 @@ func request(domain, split, task string, n int, version int64) schemas.RolloutRe
 // want messages arrived or the timeout passes.
 func drain(tb testing.TB, kc tkafka.Config, topic string, want int, timeout time.Duration) []tkafka.Message {
 	tb.Helper()
-	r, err := tkafka.NewGroupReader(kc, "drain-"+rollout.NewID(), []string{topic}, nil)
+	r, err := tkafka.NewGroupReader(kc, "drain-"+uuid.New(), []string{topic}, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"tau2rl/lib/stream"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
 )
@@ -109,7 +110,7 @@ func FollowVersions(ctx context.Context, kc tkafka.Config, vs *Versions, m *Metr
 			return fmt.Errorf("rollout: policy versions: %w", err)
 		}
 		var pv schemas.PolicyVersion
-		if err := schemas.UnframeControl(msg.Value, tkafka.HeaderMap(msg), &pv); err != nil {
+		if err := schemas.UnframeControl(msg.Value, stream.HeaderMap(msg), &pv); err != nil {
 			log.Warn("skipping undecodable policy-version message", "partition", msg.Partition, "offset", msg.Offset, "err", err)
 			continue
 		}

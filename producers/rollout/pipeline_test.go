@@ -11,6 +11,7 @@ import (
 	"tau2rl/consumers/archiver"
 	"tau2rl/consumers/dataset"
 	"tau2rl/lib/inference/llmtest"
+	"tau2rl/lib/stream"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/env"
@@ -173,7 +174,7 @@ func TestDeadLLMIsInfraErrorNotReward(t *testing.T) {
 	}
 	for _, m := range infra {
 		var ie schemas.InfraError
-		if err := schemas.UnframeControl(m.Value, tkafka.HeaderMap(m), &ie); err != nil {
+		if err := schemas.UnframeControl(m.Value, stream.HeaderMap(m), &ie); err != nil {
 			t.Fatal(err)
 		}
 		if ie.Stage != episode.StageUser || ie.RequestID != req.RequestID || ie.Partial == nil {
@@ -184,7 +185,7 @@ func TestDeadLLMIsInfraErrorNotReward(t *testing.T) {
 	if len(msgs) != 1 {
 		t.Fatalf("%d trajectory messages, want 1 (the group)", len(msgs))
 	}
-	trajs, err := schemas.UnframeTrajectories(msgs[0].Value, tkafka.HeaderMap(msgs[0]))
+	trajs, err := schemas.UnframeTrajectories(msgs[0].Value, stream.HeaderMap(msgs[0]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +307,7 @@ func TestRedeliveryAfterKilledProducer(t *testing.T) {
 	if len(msgs) != 1 {
 		t.Fatalf("%d trajectory messages", len(msgs))
 	}
-	trajs, err := schemas.UnframeTrajectories(msgs[0].Value, tkafka.HeaderMap(msgs[0]))
+	trajs, err := schemas.UnframeTrajectories(msgs[0].Value, stream.HeaderMap(msgs[0]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +367,7 @@ func TestInfraErrorKeepsCallLinks(t *testing.T) {
 	if len(msgs) != 1 {
 		t.Fatalf("%d trajectory messages, want 1", len(msgs))
 	}
-	trajs, err := schemas.UnframeTrajectories(msgs[0].Value, tkafka.HeaderMap(msgs[0]))
+	trajs, err := schemas.UnframeTrajectories(msgs[0].Value, stream.HeaderMap(msgs[0]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +389,7 @@ func TestInfraErrorKeepsCallLinks(t *testing.T) {
 	}
 	infra := drain(t, kc, kc.Topics.InfraErrors, 1, 15*time.Second)
 	var ie schemas.InfraError
-	if err := schemas.UnframeControl(infra[0].Value, tkafka.HeaderMap(infra[0]), &ie); err != nil {
+	if err := schemas.UnframeControl(infra[0].Value, stream.HeaderMap(infra[0]), &ie); err != nil {
 		t.Fatal(err)
 	}
 	if ie.Partial == nil || ie.Partial.Calls != nil {

@@ -10,6 +10,7 @@ import (
 
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/lib/tau2/episode"
+	"tau2rl/lib/uuid"
 	"tau2rl/schemas"
 )
 
@@ -110,7 +111,7 @@ func NewRequestList(cfg SelfDrivenConfig, defaultDomain string, tasks func(domai
 	l := &RequestList{}
 	now := time.Now().UTC()
 	for i, id := range ids {
-		req := schemas.RolloutRequest{RequestID: NewID(), TaskID: id, Domain: domain, Split: cfg.Split, GroupSize: cfg.Trials,
+		req := schemas.RolloutRequest{RequestID: uuid.New(), TaskID: id, Domain: domain, Split: cfg.Split, GroupSize: cfg.Trials,
 			PolicyVersion: version, Sampling: cfg.Sampling, IssuedAt: now}
 		f, err := schemas.FrameControl(&req)
 		if err != nil {

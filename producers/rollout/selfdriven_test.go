@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	tkafka "tau2rl/lib/stream/kafka"
+	"tau2rl/lib/stream"
 	"tau2rl/lib/tau2/episode"
 	"tau2rl/producers/rollout"
 	"tau2rl/schemas"
@@ -62,7 +62,7 @@ func TestRequestList(t *testing.T) {
 					t.Fatal(err)
 				}
 				var req schemas.RolloutRequest
-				if err := schemas.UnframeControl(m.Value, tkafka.HeaderMap(m), &req); err != nil {
+				if err := schemas.UnframeControl(m.Value, stream.HeaderMap(m), &req); err != nil {
 					t.Fatal(err)
 				}
 				if req.GroupSize != 3 || req.PolicyVersion != 7 || req.Domain != cfg.Domain && !(cfg.Domain == "" && req.Domain == "airline") {

@@ -27,7 +27,6 @@ package rollout
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -39,25 +38,24 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
+	"tau2rl/lib/stream"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/episode"
+	"tau2rl/lib/uuid"
 	"tau2rl/producers/shaping"
 	"tau2rl/schemas"
 )
 
-// Source is the consumer-group reader of the request topic
-// (*kafka.GroupReader).
+// Source is the consumer-group subscription of the request topic: the part of a stream.Source
+// the service uses (its owner closes it).
 type Source interface {
-	Fetch(ctx context.Context) (tkafka.Message, error)
-	Commit(ctx context.Context, msgs ...tkafka.Message) error
+	Fetch(ctx context.Context) (stream.Message, error)
+	Commit(ctx context.Context, msgs ...stream.Message) error
 }
 
-// DeadLetterer publishes messages that cannot be processed
-// (*kafka.DeadLetters).
-type DeadLetterer interface {
-	DeadLetter(ctx context.Context, msg tkafka.Message, cause error) error
-}
+// DeadLetterer publishes messages that cannot be processed (lib/stream/kafka's DeadLetters).
+type DeadLetterer = stream.DeadLetterer
 
 // Publisher publishes framed messages and returns once they are
 // acknowledged (*kafka.Writer).
@@ -125,7 +123,7 @@ type Service struct {
 	m     *Metrics
 	log   *slog.Logger
 	sem   *semaphore.Weighted
-	tr    *offsetTracker
+	tr    *stream.Watermark
 
 	commitMu sync.Mutex
 	mu       sync.Mutex
@@ -166,7 +164,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 	return &Service{
 		cfg: cfg, d: d, m: d.Metrics, log: d.Log.With("component", "producer"),
 		shape: shaping.Config{TurnDiscount: cfg.Econfig.TurnDiscount, InvalidFormatPenalty: cfg.Econfig.InvalidFormatPenalty},
-		sem:   semaphore.NewWeighted(int64(cfg.MaxConcurrentEpisodes)), tr: newOffsetTracker(),
+		sem:   semaphore.NewWeighted(int64(cfg.MaxConcurrentEpisodes)), tr: stream.NewWatermark(stream.RedeliveryRestart),
 		inflight: map[string]*group{}, recent: newRecentIDs(4096), fatal: make(chan error, 1),
 	}, nil
 }
@@ -181,8 +179,8 @@ func (s *Service) Summary() Summary {
 // group is one request's episodes in flight.
 type group struct {
 	req     schemas.RolloutRequest
-	tickets []tkafka.Message // messages (this one and redelivered copies) done with the group
-	ticks   []ticket
+	tickets []stream.Message // messages (this one and redelivered copies) done with the group
+	ticks   []*stream.Ticket
 }
 
 // Run consumes requests until ctx ends (or cfg.Episodes episodes have been
@@ -267,10 +265,10 @@ func (s *Service) fetchLoop(ctx, work context.Context, wg *sync.WaitGroup) error
 
 // handle processes one fetched message and returns how many episodes it
 // started.
-func (s *Service) handle(ctx, work context.Context, msg tkafka.Message, wg *sync.WaitGroup) (int, error) {
-	tk := s.tr.add(msg.Topic, msg.Partition, msg.Offset)
+func (s *Service) handle(ctx, work context.Context, msg stream.Message, wg *sync.WaitGroup) (int, error) {
+	tk := s.tr.Add(stream.Partition{Topic: msg.Topic, Partition: msg.Partition}, msg.Offset, 1)
 	var req schemas.RolloutRequest
-	if err := schemas.UnframeControl(msg.Value, tkafka.HeaderMap(msg), &req); err != nil {
+	if err := schemas.UnframeControl(msg.Value, stream.HeaderMap(msg), &req); err != nil {
 		return 0, s.deadLetter(ctx, msg, tk, err)
 	}
 	s.d.Versions.Observe(req.PolicyVersion)
@@ -320,7 +318,7 @@ func (s *Service) handle(ctx, work context.Context, msg tkafka.Message, wg *sync
 	if err := s.sem.Acquire(ctx, w); err != nil {
 		return 0, err // shutting down: the request stays uncommitted
 	}
-	g := &group{req: req, tickets: []tkafka.Message{msg}, ticks: []ticket{tk}}
+	g := &group{req: req, tickets: []stream.Message{msg}, ticks: []*stream.Ticket{tk}}
 	s.mu.Lock()
 	s.inflight[req.RequestID] = g
 	s.summary.Requests++
@@ -334,15 +332,15 @@ func (s *Service) handle(ctx, work context.Context, msg tkafka.Message, wg *sync
 	return req.GroupSize, nil
 }
 
-// Stale says why a request is too stale to run ("" if it is not): the
-// latest version is past its stale_after_version, or more than maxOff
-// versions ahead of the version it was issued at (maxOff < 0 disables that
-// check).
+// Stale says why a request is too stale to run ("" if it is not), by the pipeline's one rule
+// (schemas.TooStale): the latest version is past its stale_after_version (the trainer's
+// schemas.StaleAfter), or more than maxOff versions ahead of the version it was issued at
+// (the producer's own max_head_offpolicyness; maxOff < 0 disables that check).
 func Stale(req *schemas.RolloutRequest, latest, maxOff int64) string {
 	if req.StaleAfterVersion != nil && latest > *req.StaleAfterVersion {
 		return fmt.Sprintf("latest version %d is past stale_after_version %d", latest, *req.StaleAfterVersion)
 	}
-	if maxOff >= 0 && latest-req.PolicyVersion > maxOff {
+	if maxOff >= 0 && schemas.TooStale(req.PolicyVersion, latest, maxOff) {
 		return fmt.Sprintf("issued at version %d, latest %d, max_head_offpolicyness %d", req.PolicyVersion, latest, maxOff)
 	}
 	return ""
@@ -354,7 +352,7 @@ func (s *Service) count(f func(*Summary)) {
 	s.mu.Unlock()
 }
 
-func (s *Service) deadLetter(ctx context.Context, msg tkafka.Message, tk ticket, cause error) error {
+func (s *Service) deadLetter(ctx context.Context, msg stream.Message, tk *stream.Ticket, cause error) error {
 	s.log.Warn("dead-lettering rollout request", "partition", msg.Partition, "offset", msg.Offset, "err", cause)
 	if err := s.d.DeadLetters.DeadLetter(ctx, msg, cause); err != nil {
 		return fmt.Errorf("rollout: %w", err)
@@ -364,17 +362,22 @@ func (s *Service) deadLetter(ctx context.Context, msg tkafka.Message, tk ticket,
 	return s.commit(ctx, msg, tk)
 }
 
-// commit marks a message done and commits what became committable. Commits
-// are serialized so a partition's offset never moves backwards.
-func (s *Service) commit(ctx context.Context, msg tkafka.Message, tk ticket) error {
+// commit marks a message done and commits what became committable (the stream.Watermark rule;
+// a partition fetched again from an earlier offset after a rebalance starts over, so requests
+// still running from before commit nothing). Commits are serialized so a partition's offset
+// never moves backwards.
+func (s *Service) commit(ctx context.Context, msg stream.Message, tk *stream.Ticket) error {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
-	off, ok := s.tr.done(tk)
+	o, ok, err := s.tr.Done(tk)
+	if err != nil {
+		return fmt.Errorf("rollout: %w", err)
+	}
 	if !ok {
 		return nil
 	}
-	if err := s.d.Source.Commit(ctx, tkafka.Message{Topic: msg.Topic, Partition: msg.Partition, Offset: off}); err != nil {
-		return fmt.Errorf("rollout: commit %s/%d@%d: %w", msg.Topic, msg.Partition, off, err)
+	if err := s.d.Source.Commit(ctx, stream.CommitPoint(o.Topic, o.Partition, o.Next)); err != nil {
+		return fmt.Errorf("rollout: commit %s/%d@%d: %w", msg.Topic, msg.Partition, o.Next-1, err)
 	}
 	return nil
 }
@@ -446,7 +449,7 @@ func (s *Service) runEpisode(work context.Context, runner EpisodeRunner, task *d
 	tags["producer"] = "tau2-producer"
 	start := time.Now()
 	res := runner.Run(work, episode.Input{
-		Task: task, Split: req.Split, ID: NewID(), RequestID: req.RequestID, Trial: trial,
+		Task: task, Split: req.Split, ID: uuid.New(), RequestID: req.RequestID, Trial: trial,
 		Seed: TrialSeed(req.RequestID, trial), PolicyVersion: s.d.Versions.Latest(), Sampling: req.Sampling, Tags: tags,
 	})
 	shaping.Apply(s.shape, res.Traj)
@@ -537,7 +540,7 @@ func (s *Service) frame(trajs []*schemas.Trajectory) ([]schemas.Framed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rollout: %w", err)
 	}
-	if tkafka.MessageSize(tkafka.FromFramed(f)) <= s.d.MaxMessageBytes || len(trajs) == 1 {
+	if stream.MessageSize(stream.FromFramed(f)) <= s.d.MaxMessageBytes || len(trajs) == 1 {
 		return []schemas.Framed{f}, nil
 	}
 	out := make([]schemas.Framed, 0, len(trajs))
@@ -549,17 +552,6 @@ func (s *Service) frame(trajs []*schemas.Trajectory) ([]schemas.Framed, error) {
 		out = append(out, f)
 	}
 	return out, nil
-}
-
-// NewID returns a random RFC 4122 version-4 UUID.
-func NewID() string {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("rollout: crypto/rand: %v", err)) // the OS RNG never fails on supported platforms
-	}
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
 // TrialSeed is a trial's seed in [0, 1_000_000] (τ²'s range), derived from

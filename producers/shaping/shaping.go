@@ -1,6 +1,6 @@
 // Package shaping applies the reward shaping that AReaL's τ² example names
 // (econfig.invalid_format_penalty, turn_discount) but never applies: both
-// knobs are read by nothing there (areal-reference.md §1.3). τ²'s raw reward
+// knobs are read by nothing there (docs/AREAL.md §1.3). τ²'s raw reward
 // stays in Trajectory.Reward; the shaped values go to
 // Trajectory.ShapedReward and LLMCall.ShapedReward, so both are recorded and
 // the trainer chooses.

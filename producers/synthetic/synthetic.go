@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"tau2rl/lib/metrics"
 	"tau2rl/schemas"
 )
 
@@ -110,8 +111,9 @@ type Metrics struct {
 	Publish      prometheus.Histogram
 }
 
-// NewMetrics registers the synthetic source's metrics on reg (nil: unregistered).
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// NewMetrics registers the synthetic source's metrics on reg (nil: unregistered; again on the
+// same registry: the series already there, lib/metrics).
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		Trajectories: prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2rl_synthetic_trajectories_total", Help: "SYNTHETIC trajectories published (load source, not rollouts)."}),
 		Bytes:        prometheus.NewCounter(prometheus.CounterOpts{Name: "tau2rl_synthetic_bytes_total", Help: "Arrow IPC bytes of SYNTHETIC trajectories published."}),
@@ -120,30 +122,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Publish: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tau2rl_synthetic_publish_seconds", Help: "Duration of one SYNTHETIC publish call (a batch).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 	}
-	if reg != nil {
-		m.Trajectories = register(reg, m.Trajectories)
-		m.Bytes = register(reg, m.Bytes)
-		m.Tokens = register(reg, m.Tokens)
-		m.Errors = register(reg, m.Errors)
-		m.Publish = register(reg, m.Publish)
+	s := metrics.NewSet(reg)
+	m.Trajectories = metrics.Add(s, m.Trajectories)
+	m.Bytes = metrics.Add(s, m.Bytes)
+	m.Tokens = metrics.Add(s, m.Tokens)
+	m.Errors = metrics.Add(s, m.Errors)
+	m.Publish = metrics.Add(s, m.Publish)
+	if err := s.Err(); err != nil {
+		return nil, fmt.Errorf("synthetic: %w", err)
 	}
-	return m
-}
-
-// register registers c or returns the identical collector already there, so
-// several runs in one process share their series. A clash with a different
-// collector is a programming error and panics at start-up, as MustRegister.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(err)
-	}
-	return c
+	return m, nil
 }
 
 // Stats summarises a run.
@@ -291,7 +279,10 @@ func Run(ctx context.Context, cfg Config, pub Publisher, reg prometheus.Register
 func RunSource(ctx context.Context, src *Source, pub Publisher, reg prometheus.Registerer) (Stats, error) {
 	cfg := src.cfg
 	log := slog.Default().With("source", "synthetic")
-	m := NewMetrics(reg)
+	m, err := NewMetrics(reg)
+	if err != nil {
+		return Stats{}, err
+	}
 	log.Info("synthetic source started: publishing SYNTHETIC trajectories (load test data, not rollouts)",
 		"rate", cfg.Rate, "total", cfg.Total, "calls", cfg.Trajectory.Calls, "context_tokens", cfg.Trajectory.ContextTokens, "domains", cfg.Domains)
 	var st Stats

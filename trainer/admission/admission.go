@@ -31,13 +31,13 @@
 package admission
 
 import (
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	mrand "math/rand/v2"
 	"slices"
 	"time"
 
+	"tau2rl/lib/uuid"
 	"tau2rl/schemas"
 )
 
@@ -152,11 +152,8 @@ func (m *Manager) Issue(version int64, now time.Time) ([]schemas.RolloutRequest,
 	var out []schemas.RolloutRequest
 	for range m.Capacity() {
 		t := m.task(m.issued)
-		id, err := uuid()
-		if err != nil {
-			return out, err
-		}
-		stale := version + m.maxOff
+		id := uuid.New()
+		stale := schemas.StaleAfter(version, m.maxOff) // producers drop it past this (schemas.TooStale)
 		r := schemas.RolloutRequest{RequestID: id, TaskID: t.ID, Domain: t.Domain, Split: t.Split, GroupSize: m.groupSize,
 			PolicyVersion: version, StaleAfterVersion: &stale, Sampling: m.cfg.Sampling, IssuedAt: now.UTC()}
 		m.issued++
@@ -248,15 +245,4 @@ func (m *Manager) Restore(b json.RawMessage) error {
 		m.live[r.ID] = r
 	}
 	return nil
-}
-
-// uuid returns a random RFC 4122 version 4 UUID.
-func uuid() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("admission: request id: %w", err)
-	}
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]), nil
 }

@@ -2,7 +2,7 @@
 // and decides which groups are worth training on.
 //
 // Two estimators are supported, because the shipped AReaL τ² example and the paper recipe
-// disagree (see docs areal-reference.md §1.3, §5.3):
+// disagree (see docs/AREAL.md §1.3, §5.3):
 //
 //   - "grpo" (default): group-relative. Within the group of n episodes of one task the baseline is
 //     the mean of the (transformed) episode rewards, optionally divided by the group's standard

@@ -46,6 +46,7 @@ import (
 
 	"tau2rl/gpu"
 	"tau2rl/gpu/dp"
+	"tau2rl/lib/durable"
 	"tau2rl/trainer/offsets"
 )
 
@@ -264,13 +265,8 @@ func syncTree(dir string) error {
 }
 
 func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
+	if err := durable.SyncDir(dir); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("checkpoint: fsync %s: %w", dir, err)
 	}
 	return nil
 }

@@ -115,11 +115,11 @@ func (v Verdict) String() string {
 	return fmt.Sprintf("verdict(%d)", int(v))
 }
 
-// IsStale reports whether t is more than maxOff versions behind version. The age of a trajectory
-// is that of its oldest token (MinVersion), so a trajectory started under an old policy is judged
-// by the tokens that policy produced.
+// IsStale reports whether t is more than maxOff versions behind version, by the pipeline's one
+// rule (schemas.TooStale). The age of a trajectory is that of its oldest token (MinVersion), so a
+// trajectory started under an old policy is judged by the tokens that policy produced.
 func IsStale(t *schemas.Trajectory, version, maxOff int64) bool {
-	return version-t.MinVersion() > maxOff
+	return schemas.TooStale(t.MinVersion(), version, maxOff)
 }
 
 // Grouper accumulates members into groups. It is not safe for concurrent use.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"tau2rl/lib/stream"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
 	"tau2rl/trainer/offsets"
@@ -52,7 +53,7 @@ func (s *Source) Next(ctx context.Context) (step.Message, error) {
 		return step.Message{}, err
 	}
 	out := step.Message{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset}
-	trajs, derr := schemas.UnframeTrajectories(msg.Value, tkafka.HeaderMap(msg))
+	trajs, derr := schemas.UnframeTrajectories(msg.Value, stream.HeaderMap(msg))
 	if derr != nil {
 		if s.Log != nil {
 			s.Log.Warn("dead-lettering message", "topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset,

@@ -12,6 +12,7 @@ import (
 
 	"tau2rl/gpu"
 	"tau2rl/gpu/cpu"
+	"tau2rl/lib/stream"
 	"tau2rl/lib/stream/embedded"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
@@ -57,7 +58,7 @@ func fakeProducers(ctx context.Context, t *testing.T, cfg tkafka.Config) error {
 			return err
 		}
 		var req schemas.RolloutRequest
-		if err := schemas.UnframeControl(msg.Value, tkafka.HeaderMap(msg), &req); err != nil {
+		if err := schemas.UnframeControl(msg.Value, stream.HeaderMap(msg), &req); err != nil {
 			return err
 		}
 		o := trajtest.Default()
@@ -181,7 +182,7 @@ func TestClosedLoopThroughEmbeddedBroker(t *testing.T) {
 			t.Fatal(err)
 		}
 		var pv schemas.PolicyVersion
-		if err := schemas.UnframeControl(msg.Value, tkafka.HeaderMap(msg), &pv); err != nil {
+		if err := schemas.UnframeControl(msg.Value, stream.HeaderMap(msg), &pv); err != nil {
 			t.Fatal(err)
 		}
 		got = append(got, pv.Version)

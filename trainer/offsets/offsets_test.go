@@ -7,8 +7,8 @@ import (
 
 func TestWatermark(t *testing.T) {
 	tr := New()
-	p0 := TopicPartition{"traj", 0}
-	p1 := TopicPartition{"traj", 1}
+	p0 := TopicPartition{Topic: "traj", Partition: 0}
+	p1 := TopicPartition{Topic: "traj", Partition: 1}
 	h5 := tr.Track(p0, 5, 1) // task A member, waits in an open group
 	h6 := tr.Track(p0, 6, 2) // task B: two trajectories
 	h7 := tr.Track(p0, 7, 1) // infra error
@@ -25,7 +25,7 @@ func TestWatermark(t *testing.T) {
 	_ = h9
 	// Step 1 trained but not checkpointed yet: nothing on p0 may pass offset 5.
 	targets, above := tr.Checkpointed(0)
-	want := []Target{{"traj", 0, 5}, {"traj", 1, 10}}
+	want := []Target{{Topic: "traj", Partition: 0, Next: 5}, {Topic: "traj", Partition: 1, Next: 10}}
 	if !reflect.DeepEqual(targets, want) || len(above) != 0 {
 		t.Fatalf("targets %v above %v", targets, above)
 	}
@@ -43,14 +43,14 @@ func TestWatermark(t *testing.T) {
 		t.Fatalf("committed past a step that is not checkpointed: %v", targets)
 	}
 	targets, above = tr.Checkpointed(2)
-	if !reflect.DeepEqual(targets, []Target{{"traj", 0, 8}, {"traj", 1, 10}}) || len(above) != 0 || tr.Pending() != 0 {
+	if !reflect.DeepEqual(targets, []Target{{Topic: "traj", Partition: 0, Next: 8}, {Topic: "traj", Partition: 1, Next: 10}}) || len(above) != 0 || tr.Pending() != 0 {
 		t.Fatalf("targets %v above %v pending %d", targets, above, tr.Pending())
 	}
 }
 
 func TestRedeliveryAndErrors(t *testing.T) {
 	tr := New()
-	p := TopicPartition{"traj", 3}
+	p := TopicPartition{Topic: "traj", Partition: 3}
 	h := tr.Track(p, 10, 1)
 	if dup := tr.Track(p, 10, 1); dup != 0 {
 		t.Fatalf("redelivered offset got handle %d", dup)

@@ -39,7 +39,9 @@ type Message struct {
 	Offset       int64
 }
 
-// Source delivers trajectories and commits offsets (lib/stream/kafka in production).
+// Source delivers trajectories and commits offsets: trainer/kafkaio in production (a
+// lib/stream/kafka group reader with dead letters), an in-memory source in tests. Targets come
+// from trainer/offsets, the lib/stream watermark gated by checkpoints.
 type Source interface {
 	// Next blocks until a message is available or ctx ends.
 	Next(ctx context.Context) (Message, error)

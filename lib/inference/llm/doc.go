@@ -3,7 +3,7 @@
 //   - Policy (token mode): SGLang's POST /generate with input_ids and vLLM's
 //     POST /v1/completions with a token-id prompt, both returning output ids
 //     and per-token log-probs, normalized into GenerateResult
-//     (inference-servers.md §1 and §3). The producer renders and tokenizes
+//     (docs/INFERENCE.md §1 and §3). The producer renders and tokenizes
 //     prompts itself (lib/inference/chattemplate), so training sees exactly the
 //     tokens the policy saw and produced.
 //   - Chat: OpenAI-compatible chat completions through

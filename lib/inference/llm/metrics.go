@@ -1,10 +1,11 @@
 package llm
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"tau2rl/lib/metrics"
 )
 
 // Metrics are the Prometheus series of all LLM clients of a process,
@@ -68,48 +69,19 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Times passive health tracking ejected the policy endpoint (after consecutive infrastructure failures, or a failed probe).",
 		}, []string{"endpoint"}),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	var err error
-	if m.requests, err = register(reg, m.requests); err != nil {
-		return nil, err
-	}
-	if m.latency, err = register(reg, m.latency); err != nil {
-		return nil, err
-	}
-	if m.retries, err = register(reg, m.retries); err != nil {
-		return nil, err
-	}
-	if m.tokens, err = register(reg, m.tokens); err != nil {
-		return nil, err
-	}
-	if m.inflight, err = register(reg, m.inflight); err != nil {
-		return nil, err
-	}
-	if m.healthy, err = register(reg, m.healthy); err != nil {
-		return nil, err
-	}
-	if m.up, err = register(reg, m.up); err != nil {
-		return nil, err
-	}
-	if m.ejected, err = register(reg, m.ejected); err != nil {
-		return nil, err
+	s := metrics.NewSet(reg)
+	m.requests = metrics.Add(s, m.requests)
+	m.latency = metrics.Add(s, m.latency)
+	m.retries = metrics.Add(s, m.retries)
+	m.tokens = metrics.Add(s, m.tokens)
+	m.inflight = metrics.Add(s, m.inflight)
+	m.healthy = metrics.Add(s, m.healthy)
+	m.up = metrics.Add(s, m.up)
+	m.ejected = metrics.Add(s, m.ejected)
+	if err := s.Err(); err != nil {
+		return nil, fmt.Errorf("llm: %w", err)
 	}
 	return m, nil
-}
-
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		return c, fmt.Errorf("llm: register metrics: %w", err)
-	}
-	return c, nil
 }
 
 func (m *Metrics) observe(endpoint, op, outcome string, seconds float64) {

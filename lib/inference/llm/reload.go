@@ -33,7 +33,7 @@ type SGLangReloadOptions struct {
 }
 
 // SGLangReloader calls SGLang's POST /update_weights_from_disk
-// (inference-servers.md §2) with weight_version set, so that later
+// (docs/INFERENCE.md §2) with weight_version set, so that later
 // /generate answers report the new version in meta_info.weight_version.
 type SGLangReloader struct {
 	ep   *Endpoint
@@ -87,7 +87,7 @@ func (r *SGLangReloader) LoadWeights(ctx context.Context, path string, version i
 }
 
 // VLLMReloader reloads a vLLM server from a shared-disk checkpoint with the
-// RL weight-transfer endpoints (inference-servers.md §4): /pause?mode=wait,
+// RL weight-transfer endpoints (docs/INFERENCE.md §4): /pause?mode=wait,
 // /start_weight_update, /update_weights {"update_info": {"path": …}},
 // /finish_weight_update {"weight_version": …}, /resume. They exist only with
 // VLLM_SERVER_DEV_MODE=1 and a build with the disk weight-transfer backend;

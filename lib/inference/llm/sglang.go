@@ -10,7 +10,7 @@ import (
 )
 
 // SGLang is a Policy on SGLang's native POST /generate with input_ids
-// (inference-servers.md §1): it works with or without --skip-tokenizer-init,
+// (docs/INFERENCE.md §1): it works with or without --skip-tokenizer-init,
 // since it never reads the server's text.
 type SGLang struct{ ep *Endpoint }
 

@@ -11,7 +11,7 @@ import (
 )
 
 // VLLM is a Policy on vLLM's POST /v1/completions with a token-id prompt
-// (inference-servers.md §3), asking for token ids back (return_token_ids)
+// (docs/INFERENCE.md §3), asking for token ids back (return_token_ids)
 // and log-probs of the sampled tokens (logprobs: 0). go-openai cannot send a
 // token-id prompt, hence plain net/http.
 type VLLM struct {

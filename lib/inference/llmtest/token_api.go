@@ -12,7 +12,7 @@ import (
 	"tau2rl/lib/inference/tokenizer"
 )
 
-// generate serves SGLang's POST /generate (inference-servers.md §1).
+// generate serves SGLang's POST /generate (docs/INFERENCE.md §1).
 func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	body, ok := readBody(w, r)
@@ -102,7 +102,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 }
 
 // completions serves vLLM's POST /v1/completions with a token-id or text
-// prompt (inference-servers.md §3).
+// prompt (docs/INFERENCE.md §3).
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	body, ok := readBody(w, r)
 	if !ok {
@@ -255,7 +255,7 @@ func (s *Server) updateWeightsFromDisk(w http.ResponseWriter, r *http.Request) {
 
 // vllmReload serves vLLM's dev-mode weight-transfer sequence with the
 // shared-disk backend: /pause, /start_weight_update, /update_weights,
-// /finish_weight_update, /resume (inference-servers.md §4), enforcing its
+// /finish_weight_update, /resume (docs/INFERENCE.md §4), enforcing its
 // order.
 func (s *Server) vllmReload(w http.ResponseWriter, r *http.Request) {
 	body, ok := readBody(w, r)

@@ -265,7 +265,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("topics: %w", err))
 		}
 	}
-	if _, err := compressionCodec(c.Writer.Compression); err != nil {
+	if _, err := writerCodec(c.Writer.Compression); err != nil {
 		errs = append(errs, fmt.Errorf("writer.compression: %w", err))
 	}
 	if c.Writer.BatchSize < 1 {

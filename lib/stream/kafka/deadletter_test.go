@@ -21,7 +21,7 @@ func TestDeadLetterRoundTrip(t *testing.T) {
 	if err := tkafka.EnsureTopics(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	m := tkafka.NewMetrics(nil)
+	m, _ := tkafka.NewMetrics(nil)
 	dl, err := tkafka.NewDeadLetters(cfg, "archiver", m)
 	if err != nil {
 		t.Fatal(err)

@@ -110,21 +110,3 @@ func (s SASLConfig) mechanism() (sasl.Mechanism, error) {
 		return nil, fmt.Errorf("kafka sasl: unknown mechanism %q", s.Mechanism)
 	}
 }
-
-// compressionCodec maps the YAML codec name to kafka-go's Compression.
-func compressionCodec(name string) (kafkago.Compression, error) {
-	switch name {
-	case "", "zstd":
-		return kafkago.Zstd, nil
-	case "lz4":
-		return kafkago.Lz4, nil
-	case "snappy":
-		return kafkago.Snappy, nil
-	case "gzip":
-		return kafkago.Gzip, nil
-	case "none":
-		return 0, nil
-	default:
-		return 0, fmt.Errorf("unknown compression %q (zstd, lz4, snappy, gzip, none)", name)
-	}
-}

@@ -30,7 +30,11 @@ func TestGroupLagCoversEveryPartition(t *testing.T) {
 	const n = 40
 	writeN(t, ctx, cfg, topic, "m", n)
 	reg := prometheus.NewRegistry()
-	r, err := tkafka.NewGroupReader(cfg, "archiver", []string{topic}, tkafka.NewMetrics(reg))
+	km, err := tkafka.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := tkafka.NewGroupReader(cfg, "archiver", []string{topic}, km)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,11 @@
 package kafka
 
 import (
-	"errors"
+	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"tau2rl/lib/metrics"
 )
 
 // Metrics are the transport's Prometheus series. One Metrics is shared by
@@ -37,8 +39,8 @@ type Metrics struct {
 // NewMetrics creates the transport metrics and registers them on reg (nil
 // keeps them unregistered, for tests). Registering twice on the same
 // registry reuses the series already there, so several components of one
-// process may each call NewMetrics.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// process may each call NewMetrics (lib/metrics).
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		MessagesOut: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tau2rl_kafka_messages_out_total", Help: "Messages acknowledged by Kafka (acks=all), per topic.",
@@ -67,35 +69,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"topic", "op"}),
 	}
-	if reg == nil {
-		return m
+	s := metrics.NewSet(reg)
+	m.MessagesOut = metrics.Add(s, m.MessagesOut)
+	m.BytesOut = metrics.Add(s, m.BytesOut)
+	m.MessagesIn = metrics.Add(s, m.MessagesIn)
+	m.BytesIn = metrics.Add(s, m.BytesIn)
+	m.Errors = metrics.Add(s, m.Errors)
+	m.DeadLetters = metrics.Add(s, m.DeadLetters)
+	m.Lag = metrics.Add(s, m.Lag)
+	m.Latency = metrics.Add(s, m.Latency)
+	if err := s.Err(); err != nil {
+		return nil, fmt.Errorf("kafka: %w", err)
 	}
-	m.MessagesOut = RegisterOrReuse(reg, m.MessagesOut)
-	m.BytesOut = RegisterOrReuse(reg, m.BytesOut)
-	m.MessagesIn = RegisterOrReuse(reg, m.MessagesIn)
-	m.BytesIn = RegisterOrReuse(reg, m.BytesIn)
-	m.Errors = RegisterOrReuse(reg, m.Errors)
-	m.DeadLetters = RegisterOrReuse(reg, m.DeadLetters)
-	m.Lag = RegisterOrReuse(reg, m.Lag)
-	m.Latency = RegisterOrReuse(reg, m.Latency)
-	return m
-}
-
-// RegisterOrReuse registers c, or returns the identical collector already
-// registered (several consumers in one process, e.g. in tests, share a
-// registry). Any other registration error is a programming error (a name
-// clash with different labels) and panics at start-up, as MustRegister does.
-func RegisterOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(err)
-	}
-	return c
+	return m, nil
 }
 
 // orNop returns m, or unregistered metrics when m is nil, so callers may pass nil.
@@ -103,5 +89,6 @@ func (m *Metrics) orNop() *Metrics {
 	if m != nil {
 		return m
 	}
-	return NewMetrics(nil)
+	nop, _ := NewMetrics(nil) // unregistered: cannot fail
+	return nop
 }

@@ -114,7 +114,7 @@ func (g *GroupReader) Fetch(ctx context.Context) (Message, error) {
 		}
 		g.m.Lag.WithLabelValues(g.group, msg.Topic, strconv.Itoa(msg.Partition)).Set(float64(lag))
 	}
-	return msg, nil
+	return fromKafka(msg), nil
 }
 
 // Commit stores, for each topic-partition in msgs, the offset after the
@@ -125,7 +125,7 @@ func (g *GroupReader) Commit(ctx context.Context, msgs ...Message) error {
 		return nil
 	}
 	start := time.Now()
-	err := g.r.CommitMessages(ctx, msgs...)
+	err := g.r.CommitMessages(ctx, toKafka(msgs)...)
 	topic := msgs[0].Topic
 	g.m.Latency.WithLabelValues(topic, "commit").Observe(time.Since(start).Seconds())
 	if err != nil {

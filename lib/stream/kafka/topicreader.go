@@ -47,6 +47,7 @@ type TopicReader struct {
 // fetchResult is one message, or one error, of a partition reader.
 type fetchResult struct {
 	msg Message
+	hwm int64 // kafka-go's high watermark of the partition, for the lag gauge
 	err error
 }
 
@@ -138,7 +139,7 @@ func (t *TopicReader) pump(r *kafkago.Reader, who string) {
 		if t.ctx.Err() != nil {
 			return
 		}
-		res := fetchResult{msg: msg}
+		res := fetchResult{msg: fromKafka(msg), hwm: msg.HighWaterMark}
 		if err != nil {
 			res = fetchResult{err: fmt.Errorf("kafka topic reader %s: fetch: %w", who, err)}
 		}
@@ -210,8 +211,8 @@ func (t *TopicReader) Fetch(ctx context.Context) (Message, error) {
 		msg := res.msg
 		t.m.MessagesIn.WithLabelValues(msg.Topic).Inc()
 		t.m.BytesIn.WithLabelValues(msg.Topic).Add(float64(len(msg.Key) + len(msg.Value)))
-		if msg.HighWaterMark > 0 {
-			t.m.Lag.WithLabelValues("", msg.Topic, strconv.Itoa(msg.Partition)).Set(float64(max(msg.HighWaterMark-msg.Offset-1, 0)))
+		if res.hwm > 0 {
+			t.m.Lag.WithLabelValues("", msg.Topic, strconv.Itoa(msg.Partition)).Set(float64(max(res.hwm-msg.Offset-1, 0)))
 		}
 		return msg, nil
 	case <-ctx.Done():

@@ -82,7 +82,10 @@ func TestWriteReadCommitResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	m := tkafka.NewMetrics(reg)
+	m, err := tkafka.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	topic := cfg.Topics.Trajectories
 	w, err := tkafka.NewWriter(cfg, topic, m)
 	if err != nil {
@@ -197,7 +200,7 @@ func TestOversizeMessageIsAnError(t *testing.T) {
 		if err := tkafka.EnsureTopics(ctx, cfg); err != nil {
 			t.Fatal(err)
 		}
-		m := tkafka.NewMetrics(nil)
+		m, _ := tkafka.NewMetrics(nil)
 		w, err := tkafka.NewWriter(cfg, cfg.Topics.Trajectories, m)
 		if err != nil {
 			t.Fatal(err)
@@ -259,8 +262,14 @@ func withMax(cfg tkafka.Config, n int) tkafka.Config {
 
 func TestMetricsRegisterTwice(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	a := tkafka.NewMetrics(reg)
-	b := tkafka.NewMetrics(reg)
+	a, err := tkafka.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := tkafka.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	a.MessagesOut.WithLabelValues("t").Inc()
 	if got := testutil.ToFloat64(b.MessagesOut.WithLabelValues("t")); got != 1 {
 		t.Fatalf("second NewMetrics does not share series: %v", got)

@@ -8,31 +8,45 @@ import (
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
-	kafkacompress "github.com/segmentio/kafka-go/compress"
+
+	"tau2rl/lib/stream"
 )
 
-// ZstdLevel is the zstd level of produced batches (zstd's numbering; kafka-go maps 1 to
-// klauspost's SpeedFastest). kafka-go keeps one zstd codec per process, so the level is
-// process-wide and is set once, before any writer exists (package init), never while batches
-// are being compressed. Level 1 rather than kafka-go's default 3: batch compression was the
-// largest single cost of the producer → broker → archiver path, and level 1 cut the whole
-// path's CPU per 107 KB trajectory by about a sixth (consumers/archiver BenchmarkEndToEnd),
-// for batches 12% larger with uniformly random token ids and 2.5% larger with Zipf-distributed
-// ones (docs/PERFORMANCE.md, "Streaming backbone"). Decoding costs the same at every level.
-const ZstdLevel = 1
+// Message is the transport-neutral stream.Message: the roles see no kafka-go type. The reader
+// and writer convert at kafka-go's boundary (toKafka, fromKafka).
+type Message = stream.Message
 
-func init() { kafkacompress.ZstdCodec.Level = ZstdLevel }
+// Header is a record header (stream.Header).
+type Header = stream.Header
 
-// Message is a Kafka message as kafka-go represents it. It is re-exported so
-// that roles need not import kafka-go themselves.
-type Message = kafkago.Message
+// toKafka converts msgs for kafka-go's writer and commit calls.
+func toKafka(msgs []Message) []kafkago.Message {
+	out := make([]kafkago.Message, len(msgs))
+	for i := range msgs {
+		m := &msgs[i]
+		out[i] = kafkago.Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value, Time: m.Time}
+		if len(m.Headers) > 0 {
+			hs := make([]kafkago.Header, len(m.Headers))
+			for k, h := range m.Headers {
+				hs[k] = kafkago.Header(h)
+			}
+			out[i].Headers = hs
+		}
+	}
+	return out
+}
 
-// Header is a Kafka record header.
-type Header = kafkago.Header
-
-// ErrMessageTooLarge is returned (wrapped, with the sizes) when a message is
-// larger than Config.MaxMessageBytes. The message is not sent.
-var ErrMessageTooLarge = errors.New("kafka: message too large")
+// fromKafka converts a fetched kafka-go message.
+func fromKafka(m kafkago.Message) Message {
+	out := Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value, Time: m.Time}
+	if len(m.Headers) > 0 {
+		out.Headers = make([]Header, len(m.Headers))
+		for k, h := range m.Headers {
+			out.Headers[k] = Header(h)
+		}
+	}
+	return out
+}
 
 // Writer publishes to one topic with the settings this pipeline needs:
 // acks from all in-sync replicas, zstd batches, batch and message sizes for
@@ -58,7 +72,7 @@ func NewWriter(cfg Config, topic string, m *Metrics) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	codec, err := compressionCodec(cfg.Writer.Compression)
+	codec, err := writerCodec(cfg.Writer.Compression)
 	if err != nil {
 		return nil, fmt.Errorf("kafka writer: %w", err)
 	}
@@ -74,8 +88,9 @@ func NewWriter(cfg Config, topic string, m *Metrics) (*Writer, error) {
 		ReadTimeout:  cfg.Writer.WriteTimeout,
 		RequiredAcks: kafkago.RequireAll,
 		Async:        false,
-		Compression:  codec,
-		Transport:    conn.transport,
+		// Batches leave kafka-go uncompressed and are compressed by the writer's own codec
+		// (compressingTransport), so the level is this writer's, not process-wide.
+		Transport: &compressingTransport{RoundTripper: conn.transport, codec: codec},
 		// Topics are created by EnsureTopics with the configured partition
 		// count; a broker that auto-creates would use its own default.
 		AllowAutoTopicCreation: false,
@@ -89,15 +104,8 @@ func NewWriter(cfg Config, topic string, m *Metrics) (*Writer, error) {
 // Topic is the topic this writer publishes to.
 func (w *Writer) Topic() string { return w.topic }
 
-// MessageSize is the size kafka-go counts against the batch limit for msg
-// (key, value, headers and record framing), uncompressed.
-func MessageSize(msg Message) int {
-	n := 8 + 8 + 4 + len(msg.Key) + 4 + len(msg.Value) + 4 // offset, timestamp, key/value lengths, header count
-	for _, h := range msg.Headers {
-		n += 4 + len(h.Key) + 4 + len(h.Value)
-	}
-	return n
-}
+// MessageSize is stream.MessageSize, the size kafka-go counts against the batch limit.
+func MessageSize(msg Message) int { return stream.MessageSize(msg) }
 
 // Write publishes msgs and returns once every one is acknowledged by all
 // in-sync replicas, or returns an error saying which failed. The caller
@@ -121,7 +129,7 @@ func (w *Writer) Write(ctx context.Context, msgs ...Message) error {
 		bytes += len(msgs[i].Key) + len(msgs[i].Value)
 	}
 	start := time.Now()
-	err := w.w.WriteMessages(ctx, msgs...)
+	err := w.w.WriteMessages(ctx, toKafka(msgs)...)
 	w.m.Latency.WithLabelValues(w.topic, "write").Observe(time.Since(start).Seconds())
 	if err != nil {
 		w.m.Errors.WithLabelValues(w.topic, "write").Inc()
@@ -168,3 +176,10 @@ func truncateKey(k []byte) string {
 	}
 	return string(k)
 }
+
+// The Kafka types are the stream contract's implementations.
+var (
+	_ stream.Source       = (*GroupReader)(nil)
+	_ stream.Publisher    = (*Writer)(nil)
+	_ stream.DeadLetterer = (*DeadLetters)(nil)
+)

@@ -11,12 +11,9 @@ import (
 // src/tau2/orchestrator/orchestrator.py, src/tau2/user/user_simulator_base.py
 // @ a2c0247; ../shared/tau2-data/derived/prompt_templates.json).
 const (
-	// Greeting is DEFAULT_FIRST_AGENT_MESSAGE, injected by the orchestrator.
-	Greeting = "Hi! How can I help you today?"
-
-	agentInstruction = "You are a customer service agent that helps the user according to the <policy> provided below.\n" +
-		"In each turn you can either:\n- Send a message to the user.\n- Make a tool call.\nYou cannot do both at the same time.\n\n" +
-		"Try to be helpful and always follow the policy. Always make sure you generate valid JSON only."
+	// Greeting is DEFAULT_FIRST_AGENT_MESSAGE, injected by the orchestrator (one copy, in
+	// lib/tau2/data, shared with the evaluator's gold transcripts).
+	Greeting = data.FirstAgentMessage
 
 	soloInstruction = "You are a customer service agent that helps the user according to the <policy> provided below.\n" +
 		"You will be provided with a ticket that contains the user's request.\n" +
@@ -57,10 +54,9 @@ func IsUserStop(content string, hasToolCalls bool) bool {
 	return false
 }
 
-// AgentSystemPrompt is LLMAgent's system prompt for a domain policy.
-func AgentSystemPrompt(policy string) string {
-	return "<instructions>\n" + agentInstruction + "\n</instructions>\n<policy>\n" + policy + "\n</policy>"
-}
+// AgentSystemPrompt is LLMAgent's system prompt for a domain policy (lib/tau2/data's, the one
+// copy of τ²'s AGENT_INSTRUCTION and SYSTEM_PROMPT).
+func AgentSystemPrompt(policy string) string { return data.AgentSystemPrompt(policy) }
 
 // SoloSystemPrompt is LLMSoloAgent's system prompt: the solo instruction,
 // the (solo) policy and the task's ticket ("None" when the task has none, as

@@ -21,8 +21,8 @@ import (
 	"tau2rl/lib/tau2/pyjson"
 )
 
-// Greeting is τ²'s canned first agent message.
-const Greeting = "Hi! How can I help you today?"
+// Greeting is τ²'s canned first agent message (lib/tau2/data's one copy).
+const Greeting = data.FirstAgentMessage
 
 // Variant names a transcript mutation.
 type Variant string

@@ -1,4 +1,4 @@
-package rollout
+package episode
 
 import (
 	"strings"
@@ -24,8 +24,8 @@ func TestLoadTokenizerSaysWhatToSet(t *testing.T) {
 	}
 }
 
-// TestValidateVLLMNeedsModel: vLLM's completions API needs the served model's name; the producer
-// requires policy.model instead of guessing from /v1/models (which lists LoRA adapters too).
+// TestValidateVLLMNeedsModel: vLLM's completions API needs the served model's name; the runner
+// configuration (tau2-producer, tau2-eval run) requires policy.model instead of guessing from /v1/models (which lists LoRA adapters too).
 func TestValidateVLLMNeedsModel(t *testing.T) {
 	c := DefaultRunnerConfig()
 	c.Econfig.UserLLMBaseURL = "http://user-llm:8000/v1"
