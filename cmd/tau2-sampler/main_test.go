@@ -176,7 +176,7 @@ func TestChatCompletions(t *testing.T) {
 				{Role: "system", Content: "You are a helpful agent."},
 				{Role: "user", Content: "Find user u1."},
 			},
-			Tools:     []openai.Tool{{Type: openai.ToolTypeFunction, Function: &def}},
+			Tools:               []openai.Tool{{Type: openai.ToolTypeFunction, Function: &def}},
 			MaxCompletionTokens: 8, LogProbs: true, Seed: ptr(3),
 		},
 		Temperature: &temp,
