@@ -8,17 +8,17 @@
 SHELL         := /bin/bash
 GO            ?= go
 BIN           ?= bin
-TAU2_DATA_DIR ?= $(abspath ../shared/tau2-data)
-QWEN3_TOKENIZER_DIR ?= $(abspath ../shared/qwen3-tokenizer)
-export TAU2_DATA_DIR QWEN3_TOKENIZER_DIR
+# The τ² data and the Qwen3 tokenizer are found by lib/assets (docs/ASSETS.md):
+# $TAU2_DATA_DIR / $QWEN3_TOKENIZER_DIR, ../shared, the cache, or a pinned,
+# sha256-checked download (`make assets`; TAU2RL_OFFLINE=1 forbids it).
 
-BINARIES := tau2-producer tau2-archiver tau2-trainer tau2-replay tau2-eval tau2-broker tau2-scripted-llm tau2-sampler tau2-run
+BINARIES := tau2-producer tau2-archiver tau2-trainer tau2-replay tau2-eval tau2-broker tau2-scripted-llm tau2-sampler tau2-proxy tau2-run tau2-assets
 TEST_TIMEOUT ?= 40m
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 1
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run test test-short bench lint deps deps-system deps-npm clean
+.PHONY: all build run assets learn learn-cpu test test-short bench lint deps deps-system deps-npm clean
 
 all: build
 
@@ -43,8 +43,26 @@ deps-npm:
 	  if [ ! -d $$d/node_modules ]; then echo "npm ci in $$d"; (cd $$d && npm ci --no-audit --no-fund --loglevel=error) || exit 1; fi; \
 	done
 
-run: deps build
+# assets resolves (or downloads into the cache) the τ² data and the tokenizer.
+assets: build
+	@$(BIN)/tau2-assets >/dev/null
+
+run: deps build assets
 	@$(BIN)/tau2-run bin=$(BIN) $(RUN_ARGS)
+
+# learn is the learning experiment on one GPU (docs/LEARNING.md): demonstrations → SFT → GRPO with
+# tau2-sampler and the CUDA trainer → pass^k before/after → report and figures in run/<time>/.
+# learn-cpu runs every stage at a tiny scale on the pure-Go backend with the scripted stand-in.
+learn: deps build gpu-trainer
+	@if [ -d cmd/tau2-sampler ]; then \
+	  CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(CGO_LDFLAGS)" $(GO) build -tags cuda -o $(BIN)/tau2-sampler ./cmd/tau2-sampler || exit 1; \
+	else echo "cmd/tau2-sampler is missing: policy=sampler needs it"; exit 1; fi
+	@$(BIN)/tau2-run experiment bin=$(BIN) policy=sampler backend=cuda $(LEARN_ARGS)
+
+learn-cpu: deps build
+	@$(BIN)/tau2-run experiment bin=$(BIN) policy=scripted backend=cpu domain=mock split=base \
+	    model_config=deploy/models/qwen3-tiny/config.json tasks=2 demo_trials=2 sft_max_steps=1 \
+	    grpo_steps=1 group_size=2 batch_size=1 eval_trials=2 $(LEARN_ARGS)
 
 test: deps
 	$(GO) vet ./...
@@ -59,6 +77,8 @@ bench:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	@# The cuda-tagged Go code (cgo over plain-C headers) type-checks without CUDA: keep it compiling.
+	if command -v gcc >/dev/null; then $(GO) vet -tags cuda ./gpu/... ./cmd/tau2-trainer/; fi
 	$(GO) run $(STATICCHECK) ./...
 
 clean:

@@ -256,11 +256,28 @@ func TestGoldenCurrentWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored := golden(t, "v1.0.arrow", data)
+	stored := golden(t, "v1.1.arrow", data)
 	// Byte-identical output guards against silent schema changes: a layout change must bump the
 	// version and add a golden file, never rewrite this one.
 	if !bytes.Equal(stored, data) {
-		t.Fatal("EncodeBatch output differs from testdata/v1.0.arrow: the 1.0 layout changed (bump SchemaMinor/Major)")
+		t.Fatal("EncodeBatch output differs from testdata/v1.1.arrow: the 1.1 layout changed (bump SchemaMinor/Major)")
+	}
+	out, err := DecodeBatch(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(out, goldenTrajectories()) {
+		t.Fatal("v1.1 golden decodes differently")
+	}
+}
+
+// TestGoldenOlderMinor: a file the 1.0 writer produced (testdata/v1.0.arrow, never rewritten) still
+// decodes to the same trajectories; 1.1 only added the not_evaluated status value, so its bytes
+// differ from the current writer's only in the version metadata.
+func TestGoldenOlderMinor(t *testing.T) {
+	stored, err := os.ReadFile(filepath.Join("testdata", "v1.0.arrow"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	out, err := DecodeBatch(stored)
 	if err != nil {
@@ -269,19 +286,37 @@ func TestGoldenCurrentWriter(t *testing.T) {
 	if !reflect.DeepEqual(out, goldenTrajectories()) {
 		t.Fatal("v1.0 golden decodes differently")
 	}
+	if _, err := UnframeTrajectories(stored, map[string]string{HeaderContentType: ContentTypeArrowStream, HeaderSchemaVersion: "1.0"}); err != nil {
+		t.Fatalf("unframe 1.0: %v", err)
+	}
+}
+
+// TestNotEvaluatedRoundTrip: the status added in 1.1 survives Arrow and keeps the real termination.
+func TestNotEvaluatedRoundTrip(t *testing.T) {
+	tr := goldenTrajectories()[0]
+	tr.Status, tr.Error, tr.Termination = StatusNotEvaluated, "NL_ASSERTION not evaluated (no NL judge)", TerminationUserStop
+	tr.Reward, tr.RewardBasis, tr.Breakdown, tr.RewardInfoJSON = 0, nil, RewardBreakdown{}, ""
+	f, err := FrameTrajectories(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := UnframeTrajectories(f.Value, f.Headers)
+	if err != nil || !reflect.DeepEqual(out[0], tr) {
+		t.Fatalf("round trip: %v", err)
+	}
 }
 
 func TestGoldenFutureMinorWithExtraColumns(t *testing.T) {
-	stored := golden(t, "v1.1-extra-columns.arrow", variant(t, goldenTrajectories(), "1.1", true, nil))
+	stored := golden(t, "v1.9-extra-columns.arrow", variant(t, goldenTrajectories(), "1.9", true, nil))
 	out, err := DecodeBatch(stored)
 	if err != nil {
-		t.Fatalf("reader of 1.0 must accept 1.1 with added columns: %v", err)
+		t.Fatalf("reader of 1.1 must accept a future 1.9 with added columns: %v", err)
 	}
 	if !reflect.DeepEqual(out, goldenTrajectories()) {
 		t.Fatal("extra columns changed the decoded trajectories")
 	}
-	if _, err := UnframeTrajectories(stored, map[string]string{HeaderContentType: ContentTypeArrowStream, HeaderSchemaVersion: "1.1"}); err != nil {
-		t.Fatalf("unframe 1.1: %v", err)
+	if _, err := UnframeTrajectories(stored, map[string]string{HeaderContentType: ContentTypeArrowStream, HeaderSchemaVersion: "1.9"}); err != nil {
+		t.Fatalf("unframe 1.9: %v", err)
 	}
 }
 
@@ -376,7 +411,7 @@ func TestFrameTrajectories(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Key != "12" || f.Headers[HeaderContentType] != ContentTypeArrowStream || f.Headers[HeaderSchemaVersion] != "1.0" || f.Headers[HeaderMessageType] != MessageTypeTrajectories {
+	if f.Key != "12" || f.Headers[HeaderContentType] != ContentTypeArrowStream || f.Headers[HeaderSchemaVersion] != "1.1" || f.Headers[HeaderMessageType] != MessageTypeTrajectories {
 		t.Fatalf("framed %q %v", f.Key, f.Headers)
 	}
 	out, err := UnframeTrajectories(f.Value, f.Headers)

@@ -68,7 +68,7 @@ func TestVersions_Parse(t *testing.T) {
 			t.Errorf("%q: minor %d err %v", tc.in, minor, err)
 		}
 	}
-	if SchemaVersion != "1.0" {
+	if SchemaVersion != "1.1" {
 		t.Fatalf("SchemaVersion %q", SchemaVersion)
 	}
 }

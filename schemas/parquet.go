@@ -354,5 +354,76 @@ func CheckParquetFile(f *parquet.File) error {
 			return fmt.Errorf("schemas: parquet file: %w: missing required column %q", ErrCorrupt, name)
 		}
 	}
+	return checkParquetTypes("", ParquetSchema, f.Schema())
+}
+
+// checkParquetTypes compares every column of got that this build knows (by name, at any depth)
+// with its type in want: the physical type, its length, the logical type (string, timestamp unit,
+// integer width and sign, list, map) and leaf versus group must agree. parquet-go would otherwise
+// convert a changed type silently on read (an int64 trial wrapped into int32, a text reward
+// parsed as a number), which the version rules make an error: a type change is a major bump.
+// Columns this build does not know are ignored (a minor bump adds them); absent optional columns
+// are allowed (they decode as zero values).
+func checkParquetTypes(path string, want, got parquet.Node) error {
+	name := path
+	if name == "" {
+		name = "(root)"
+	}
+	corrupt := func(format string, a ...any) error {
+		return fmt.Errorf("schemas: parquet file: %w: column %q: %s", ErrCorrupt, name, fmt.Sprintf(format, a...))
+	}
+	if want.Leaf() != got.Leaf() {
+		kind := func(n parquet.Node) string {
+			if n.Leaf() {
+				return "a " + n.Type().String() + " value"
+			}
+			return "a group"
+		}
+		return corrupt("is %s, this reader expects %s", kind(got), kind(want))
+	}
+	if want.Repeated() != got.Repeated() {
+		return corrupt("repetition changed (repeated %v, expected %v)", got.Repeated(), want.Repeated())
+	}
+	if want.Leaf() {
+		wt, gt := want.Type(), got.Type()
+		if wt.Kind() != gt.Kind() || wt.Length() != gt.Length() || logicalTypeString(wt) != logicalTypeString(gt) {
+			return corrupt("type %s, this reader expects %s (a changed type needs a new major version)", typeString(gt), typeString(wt))
+		}
+		return nil
+	}
+	if logicalTypeString(want.Type()) != logicalTypeString(got.Type()) {
+		return corrupt("group of logical type %s, this reader expects %s", logicalTypeString(got.Type()), logicalTypeString(want.Type()))
+	}
+	known := map[string]parquet.Field{}
+	for _, f := range want.Fields() {
+		known[f.Name()] = f
+	}
+	for _, g := range got.Fields() {
+		w, ok := known[g.Name()]
+		if !ok {
+			continue
+		}
+		sub := g.Name()
+		if path != "" {
+			sub = path + "." + sub
+		}
+		if err := checkParquetTypes(sub, w, g); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+func logicalTypeString(t parquet.Type) string {
+	if t == nil {
+		return "none"
+	}
+	if lt := t.LogicalType(); lt != nil {
+		return lt.String()
+	}
+	return "none"
+}
+
+func typeString(t parquet.Type) string {
+	return fmt.Sprintf("%s (logical %s)", t.Kind(), logicalTypeString(t))
 }

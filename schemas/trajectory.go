@@ -5,10 +5,12 @@
 package schemas
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math"
 	"time"
+	"unicode/utf8"
 )
 
 // Role is the speaker of a message, as in τ²-bench's message model.
@@ -59,10 +61,16 @@ const (
 // whose Status is not StatusOK.
 type Status string
 
-// Trajectory statuses.
+// Trajectory statuses. The set is open from schema 1.1 on: a reader must treat any status other
+// than StatusOK as "no reward" (docs/SCHEMA.md, version rules).
 const (
 	StatusOK         Status = "ok"
 	StatusInfraError Status = "infra_error"
+	// StatusNotEvaluated (schema 1.1) is a real episode, with its real termination, that could
+	// not be graded because a reward-basis component needs an evaluator that was not configured
+	// (NL_ASSERTION without an NL judge). It has no reward and is not an infrastructure failure;
+	// `tau2-eval grade` with a judge can grade it later. Error says what was missing.
+	StatusNotEvaluated Status = "not_evaluated"
 )
 
 // Reward basis components, spelled as τ²'s RewardType enum.
@@ -124,10 +132,12 @@ type Trajectory struct {
 	InvalidFormatTurns int `json:"invalid_format_turns"`
 	// Calls is the token-level record of every policy LLM call, in call order.
 	Calls []LLMCall `json:"calls"`
-	// Status is StatusOK for a real episode; StatusInfraError marks an infrastructure failure,
-	// whose reward fields are meaningless and must never reach the trainer.
+	// Status is StatusOK for a real, graded episode; StatusInfraError marks an infrastructure
+	// failure and StatusNotEvaluated an episode that could not be graded: the reward fields of
+	// both are meaningless and must never reach the trainer.
 	Status Status `json:"status"`
-	// Error describes the infrastructure failure ("" when Status is ok).
+	// Error describes the infrastructure failure, or why the episode was not evaluated ("" when
+	// Status is ok).
 	Error string `json:"error,omitempty"`
 	// Tags are free-form string annotations (producer host, experiment name, …) kept for forward
 	// compatibility without a schema change.
@@ -510,11 +520,18 @@ func (t *Trajectory) Validate() error {
 	if t.ID == "" {
 		return fmt.Errorf("schemas: %w: empty id", ErrInvalid)
 	}
+	if !utf8.ValidString(t.ID) {
+		// The id is not quoted in the message: it would carry the invalid bytes along.
+		return fmt.Errorf("schemas: %w: id is not valid UTF-8", ErrInvalid)
+	}
 	wrap := func(format string, a ...any) error {
 		return fmt.Errorf("schemas: trajectory %s: %w: %s", t.ID, ErrInvalid, fmt.Sprintf(format, a...))
 	}
 	if t.TaskID == "" {
 		return wrap("empty task_id")
+	}
+	if field := t.invalidUTF8(); field != "" {
+		return wrap("%s is not valid UTF-8", field)
 	}
 	if err := ValidatePathComponent(t.Domain); err != nil {
 		return wrap("domain: %v", err)
@@ -531,8 +548,22 @@ func (t *Trajectory) Validate() error {
 		if t.Error == "" {
 			return wrap("status infra_error without an error message")
 		}
+	case StatusNotEvaluated:
+		if t.Error == "" {
+			return wrap("status not_evaluated without a reason in error")
+		}
+		if t.Termination == TerminationInfrastructureError {
+			return wrap("status not_evaluated with termination %s (an infrastructure failure is status infra_error)", t.Termination)
+		}
 	default:
-		return wrap("unknown status %q", t.Status)
+		// The status set is open (schema 1.1): a status from a newer minor is accepted as "not a
+		// reward" when it is a plain lower-case word and, like every non-ok status, says why.
+		if !statusWord(string(t.Status)) {
+			return wrap("unknown status %q", t.Status)
+		}
+		if t.Error == "" {
+			return wrap("unknown status %q without an error message", t.Status)
+		}
 	}
 	if math.IsNaN(t.Reward) || math.IsInf(t.Reward, 0) {
 		return wrap("reward is %v", t.Reward)
@@ -580,4 +611,87 @@ func (t *Trajectory) Validate() error {
 		}
 	}
 	return nil
+}
+
+// invalidUTF8 names the first string of t that is not valid UTF-8 ("" when all are). Parquet and
+// Arrow declare these columns as UTF-8 text; DuckDB refuses to read a file holding one invalid
+// string ("Invalid string encoding found in Parquet file"), which would break every query over the
+// whole archive, so such a trajectory must be rejected (dead-lettered) before it is written.
+func (t *Trajectory) invalidUTF8() string {
+	top := []struct {
+		name, v string
+	}{
+		{"task_id", t.TaskID}, {"domain", t.Domain}, {"split", t.Split}, {"request_id", t.RequestID},
+		{"agent_model", t.AgentModel}, {"user_model", t.UserModel}, {"termination", t.Termination},
+		{"reward_info_json", t.RewardInfoJSON}, {"status", string(t.Status)}, {"error", t.Error},
+	}
+	for _, f := range top {
+		if !utf8.ValidString(f.v) {
+			return f.name
+		}
+	}
+	for i, b := range t.RewardBasis {
+		if !utf8.ValidString(b) {
+			return fmt.Sprintf("reward_basis[%d]", i)
+		}
+	}
+	for k, v := range t.Tags {
+		if !utf8.ValidString(k) {
+			return "a tag key"
+		}
+		if !utf8.ValidString(v) {
+			return "a tag value"
+		}
+	}
+	for i := range t.Messages {
+		m := &t.Messages[i]
+		for _, f := range []struct {
+			name, v string
+		}{{"role", string(m.Role)}, {"content", m.Content}, {"reasoning", m.Reasoning}, {"tool_call_id", m.ToolCallID}, {"requestor", m.Requestor}} {
+			if !utf8.ValidString(f.v) {
+				return fmt.Sprintf("message %d %s", i, f.name)
+			}
+		}
+		for k, tc := range m.ToolCalls {
+			for _, f := range []struct {
+				name, v string
+			}{{"id", tc.ID}, {"name", tc.Name}, {"arguments", tc.Arguments}, {"requestor", tc.Requestor}} {
+				if !utf8.ValidString(f.v) {
+					return fmt.Sprintf("message %d tool call %d %s", i, k, f.name)
+				}
+			}
+		}
+	}
+	for i := range t.Calls {
+		if !utf8.ValidString(t.Calls[i].FinishReason) {
+			return fmt.Sprintf("call %d finish_reason", i)
+		}
+	}
+	return ""
+}
+
+// statusWord reports whether s can be a status value: 1–32 of [a-z_], starting with a letter.
+func statusWord(s string) bool {
+	if len(s) == 0 || len(s) > 32 || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < 'a' || c > 'z') && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// IDKey is a trajectory id reduced to the first 16 bytes of its SHA-256: ids are producer-chosen
+// strings, and a fixed-size key keeps de-duplication sets (the archiver's window, the dataset
+// reader's per-scan set) at about 40 bytes per id. A collision would need 2^64 ids.
+type IDKey [16]byte
+
+// KeyOfID returns the IDKey of a trajectory id.
+func KeyOfID(id string) IDKey {
+	s := sha256.Sum256([]byte(id))
+	var k IDKey
+	copy(k[:], s[:16])
+	return k
 }

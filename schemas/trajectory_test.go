@@ -232,6 +232,11 @@ func TestValidate(t *testing.T) {
 		{"domain traversal", func(t *Trajectory) { t.Domain = "../../etc" }, "domain"},
 		{"split slash", func(t *Trajectory) { t.Split = "a/b" }, "split"},
 		{"unknown status", func(t *Trajectory) { t.Status = "done" }, "unknown status"},
+		{"status not a word", func(t *Trajectory) { t.Status, t.Error = "Done!", "x" }, `unknown status "Done!"`},
+		{"not evaluated without reason", func(t *Trajectory) { t.Status = StatusNotEvaluated }, "not_evaluated without a reason"},
+		{"not evaluated infra termination", func(t *Trajectory) {
+			t.Status, t.Error, t.Termination = StatusNotEvaluated, "no judge", TerminationInfrastructureError
+		}, "status not_evaluated with termination infrastructure_error"},
 		{"ok with error", func(t *Trajectory) { t.Error = "boom" }, "status ok but error"},
 		{"infra without error", func(t *Trajectory) { t.Status = StatusInfraError }, "without an error"},
 		{"nan reward", func(t *Trajectory) { t.Reward = math.NaN() }, "reward is NaN"},
@@ -248,6 +253,32 @@ func TestValidate(t *testing.T) {
 		{"bad role", func(t *Trajectory) { t.Messages[0].Role = "bot" }, "unknown role"},
 		{"call index range", func(t *Trajectory) { t.Messages[1].CallIndex = 2 }, "call_index 2 out of range"},
 		{"tool call name", func(t *Trajectory) { t.Messages[1].ToolCalls[0].Name = "" }, "empty name"},
+		// Invalid UTF-8 anywhere breaks DuckDB for the whole archive (issue 13 item 4).
+		{"utf8 id", func(t *Trajectory) { t.ID = "id-\xff" }, "id is not valid UTF-8"},
+		{"utf8 task id", func(t *Trajectory) { t.TaskID = "task\xc3" }, "task_id is not valid UTF-8"},
+		{"utf8 request id", func(t *Trajectory) { t.RequestID = "\xed\xa0\x80" }, "request_id is not valid UTF-8"},
+		{"utf8 models", func(t *Trajectory) { t.UserModel = "gpt\xfe" }, "user_model is not valid UTF-8"},
+		{"utf8 termination", func(t *Trajectory) { t.Termination = "\x80" }, "termination is not valid UTF-8"},
+		{"utf8 reward info", func(t *Trajectory) { t.RewardInfoJSON = "{\"a\":\"\xff\"}" }, "reward_info_json is not valid UTF-8"},
+		{"utf8 error", func(t *Trajectory) { t.Status, t.Error = StatusInfraError, "boom \xff" }, "error is not valid UTF-8"},
+		{"utf8 basis", func(t *Trajectory) { t.RewardBasis = []string{"DB", "\xff"} }, "reward_basis[1] is not valid UTF-8"},
+		{"utf8 tag key", func(t *Trajectory) { t.Tags = map[string]string{"\xff": "x"} }, "tag key is not valid UTF-8"},
+		{"utf8 tag value", func(t *Trajectory) { t.Tags = map[string]string{"host": "\xff"} }, "tag value is not valid UTF-8"},
+		{"utf8 content", func(t *Trajectory) { t.Messages[0].Content = "hello \xff world" }, "message 0 content is not valid UTF-8"},
+		{"utf8 reasoning", func(t *Trajectory) { t.Messages[1].Reasoning = "\xc0\x80" }, "message 1 reasoning is not valid UTF-8"},
+		{"utf8 tool call id", func(t *Trajectory) { t.Messages[1].ToolCallID = "\xff" }, "message 1 tool_call_id is not valid UTF-8"},
+		{"utf8 tool arguments", func(t *Trajectory) { t.Messages[1].ToolCalls[0].Arguments = "{\"x\":\"\xff\"}" }, "message 1 tool call 0 arguments is not valid UTF-8"},
+		{"utf8 tool name", func(t *Trajectory) { t.Messages[1].ToolCalls[0].Name = "get\xff" }, "message 1 tool call 0 name is not valid UTF-8"},
+		{"utf8 finish reason", func(t *Trajectory) { t.Calls[1].FinishReason = "stop\xff" }, "call 1 finish_reason is not valid UTF-8"},
+	}
+	// Statuses other than ok that say why are valid: not_evaluated (1.1) and, the set being open,
+	// a status of a newer minor.
+	for _, st := range []Status{StatusNotEvaluated, "judge_pending"} {
+		tr := validTrajectory()
+		tr.Status, tr.Error, tr.Termination = st, "NL_ASSERTION not evaluated", TerminationUserStop
+		if err := tr.Validate(); err != nil {
+			t.Fatalf("status %s: %v", st, err)
+		}
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,7 +10,10 @@ import (
 // Schema version of the trajectory contract, "major.minor".
 //
 // Evolution rules (enforced by the decoders and tested with golden files):
-//   - A minor bump only adds optional columns (top level or inside nested structs). A reader of
+//   - A minor bump only adds optional columns (top level or inside nested structs) or a value of
+//     the open status set (from 1.1: a reader accepts a status it does not know — a lower-case
+//     word with an error message — and treats it as not a reward; 1.0 readers, which predate
+//     the rule, dead-letter it). A reader of
 //     minor N accepts any N+k of the same major: columns it does not know are ignored, and
 //     optional columns missing from older data decode as zero values.
 //   - Anything else (removing or renaming a column, changing a type or a meaning) is a major bump.
@@ -18,10 +21,13 @@ import (
 //     consumers route to dead letters rather than guessing.
 const (
 	SchemaMajor = 1
-	SchemaMinor = 0
+	SchemaMinor = 1
 )
 
-// SchemaVersion is the version this build writes, "1.0".
+// SchemaVersion is the version this build writes, "1.1".
+//
+// History: 1.0 the initial contract; 1.1 adds the status value "not_evaluated" (StatusNotEvaluated)
+// and makes status an open set: readers treat any status other than "ok" as not a reward.
 var SchemaVersion = FormatVersion(SchemaMajor, SchemaMinor)
 
 // MetadataKeyVersion is the key of the schema version in Arrow schema metadata and Parquet

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -38,6 +39,12 @@ type Config struct {
 	archiver.Config `yaml:",inline"`
 }
 
+// Validate checks the whole configuration (cli calls it before run, so a bad value is exit
+// status 2 before any connection): the transport and the archiver settings.
+func (c *Config) Validate() error {
+	return errors.Join(c.Kafka.Validate(), c.Config.Validate())
+}
+
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "release" {
 		rc := release.DefaultConfig()
@@ -66,11 +73,28 @@ func run(ctx context.Context, rt *cli.Runtime, cfg Config) error {
 		return err
 	}
 	defer stop()
+	// A wrong SASL password would otherwise surface as "unexpected EOF" or a silent retry loop.
+	if err := tkafka.CheckAuth(ctx, cfg.Kafka); err != nil {
+		return err
+	}
 	rt.Log.Info("archiver config", "kafka", cfg.Kafka)
 	a, err := archiver.OpenKafka(ctx, cfg.Config, cfg.Kafka,
 		archiver.Deps{Metrics: archiver.NewMetrics(rt.Registry), Log: rt.Log}, tkafka.NewMetrics(rt.Registry))
 	if err != nil {
 		return err
+	}
+	// The group's lag over every partition of the topic, from the broker's committed offsets:
+	// the alerting metric of a partial stall (docs/OPERATIONS.md, Tau2PartitionStalled).
+	topic := cfg.Topic
+	if topic == "" {
+		topic = cfg.Kafka.Topics.Trajectories
+	}
+	gl, err := tkafka.NewGroupLag(cfg.Kafka, cfg.Group, topic, rt.Log)
+	if err != nil {
+		return err
+	}
+	if err := rt.Registry.Register(gl); err != nil {
+		return fmt.Errorf("archiver: group lag metric: %w", err)
 	}
 	rt.Ready()
 	return a.Run(ctx)

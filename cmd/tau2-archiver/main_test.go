@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"tau2rl/cmd/internal/cli"
+	"tau2rl/cmd/internal/clitest"
 	"tau2rl/consumers/archiver"
 	"tau2rl/consumers/release"
 	tkafka "tau2rl/lib/stream/kafka"
@@ -38,4 +39,16 @@ func TestOverrides(t *testing.T) {
 	if rc.Filter.Domains[0] != "airline" || *rc.Filter.MinPolicyVersion != 3 || rc.Validate() != nil {
 		t.Fatalf("release overrides not applied: %+v", rc)
 	}
+}
+
+// TestConfigFiles: testdata/{config,release}/{good,bad} (see cmd/internal/clitest).
+func TestConfigFiles(t *testing.T) {
+	t.Run("archive", func(t *testing.T) {
+		clitest.ConfigFiles(t, "testdata/config", func() any {
+			return &Config{Kafka: tkafka.DefaultConfig(), Config: archiver.DefaultConfig()}
+		})
+	})
+	t.Run("release", func(t *testing.T) {
+		clitest.ConfigFiles(t, "testdata/release", func() any { c := release.DefaultConfig(); return &c })
+	})
 }

@@ -9,12 +9,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"time"
 
 	"tau2rl/cmd/internal/cli"
+	"tau2rl/lib/loopback"
 	"tau2rl/lib/stream/embedded"
 	tkafka "tau2rl/lib/stream/kafka"
 )
@@ -70,18 +70,37 @@ func main() {
 	})
 }
 
+// Validate reports configuration errors before the broker starts (cli calls it: exit status 2).
+func (c *Config) Validate() error {
+	var errs []error
+	if _, err := loopback.Port(c.Addr); err != nil {
+		errs = append(errs, err)
+	}
+	if c.MaxMessageBytes < 1<<10 {
+		errs = append(errs, fmt.Errorf("max_message_bytes: %d is below 1 KiB", c.MaxMessageBytes))
+	}
+	if c.Partitions < 1 {
+		errs = append(errs, fmt.Errorf("partitions: %d must be ≥ 1", c.Partitions))
+	}
+	if c.MinSessionTimeout < 0 {
+		errs = append(errs, fmt.Errorf("min_session_timeout: %v must be ≥ 0", c.MinSessionTimeout))
+	}
+	kc := tkafka.DefaultConfig()
+	kc.Topics, kc.Partitions, kc.MaxMessageBytes = c.Topics, max(c.Partitions, 1), max(c.MaxMessageBytes, 1<<10)
+	if err := kc.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("tau2-broker: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
 func run(ctx context.Context, rt *cli.Runtime, cfg Config) error {
-	host, portStr, err := net.SplitHostPort(cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("tau2-broker: addr %q: %w", cfg.Addr, err)
+	if err := cfg.Validate(); err != nil {
+		return cli.Usage(err)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("tau2-broker: addr %q: the embedded broker listens on loopback only (127.0.0.1)", cfg.Addr)
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil {
-		return fmt.Errorf("tau2-broker: addr %q: port: %w", cfg.Addr, err)
-	}
+	port, _ := loopback.Port(cfg.Addr)
 	b, err := embedded.Start(embedded.Config{
 		Port: port, DataDir: cfg.DataDir, MaxMessageBytes: cfg.MaxMessageBytes,
 		Partitions: cfg.Partitions, SyncWrites: cfg.SyncWrites, MinSessionTimeout: cfg.MinSessionTimeout,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"tau2rl/cmd/internal/cli"
+	"tau2rl/cmd/internal/clitest"
 	tkafka "tau2rl/lib/stream/kafka"
 )
 
@@ -60,6 +61,11 @@ func TestBrokerRefusesNonLoopback(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "loopback") {
 		t.Fatalf("err = %v", err)
 	}
+}
+
+// TestConfigFiles: testdata/config/{good,bad} (see cmd/internal/clitest).
+func TestConfigFiles(t *testing.T) {
+	clitest.ConfigFiles(t, "testdata/config", func() any { c := defaultConfig(); return &c })
 }
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

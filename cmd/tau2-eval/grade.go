@@ -77,9 +77,26 @@ func gradeMain(args []string) {
 	})
 }
 
+// Validate checks the configuration (cli calls it before the run: exit status 2).
+func (c *gradeConfig) Validate() error {
+	var errs []error
+	if c.Input == "" {
+		errs = append(errs, errors.New("no results file given"))
+	}
+	if c.Workers < 0 || c.ShowDifferences < 0 {
+		errs = append(errs, errors.New("workers and show_differences must be ≥ 0"))
+	}
+	if c.FreshTasks {
+		if _, err := data.ParseVersion(c.TaskVersion); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func runGrade(ctx context.Context, cfg *gradeConfig, out io.Writer, rt *cli.Runtime) error {
-	if cfg.Input == "" {
-		return fmt.Errorf("%w: no results file given", cli.ErrUsage)
+	if err := cfg.Validate(); err != nil {
+		return cli.Usage(err)
 	}
 	raw, err := os.ReadFile(cfg.Input)
 	if err != nil {

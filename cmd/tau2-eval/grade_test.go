@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"tau2rl/cmd/internal/cli"
+	"tau2rl/cmd/internal/clitest"
 	"tau2rl/lib/tau2/data"
 )
 
@@ -42,7 +43,7 @@ func TestGradeFixture(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "regraded.json")
 	cfg := defaultGradeConfig()
-	cfg.Input = filepath.Join("..", "..", "producers", "tau2", "evaluator", "testdata", "results_mock.json")
+	cfg.Input = filepath.Join("..", "..", "lib", "tau2", "evaluator", "testdata", "results_mock.json")
 	cfg.Output = out
 	var buf bytes.Buffer
 	rt := &cli.Runtime{Registry: prometheus.NewRegistry(), Log: slog.Default(), Ready: func() {}}
@@ -61,5 +62,17 @@ func TestGradeFixture(t *testing.T) {
 	}
 	if !strings.Contains(string(b), `"x_extra": 1`) || !strings.Contains(string(b), `"kept": [`) {
 		t.Error("unknown fields lost")
+	}
+}
+
+// TestConfigFiles: testdata/config/{run,grade,report,synth}/{good,bad} (see cmd/internal/clitest).
+func TestConfigFiles(t *testing.T) {
+	for name, newConfig := range map[string]func() any{
+		"run":    func() any { c := defaultRunConfig(); return &c },
+		"grade":  func() any { c := defaultGradeConfig(); return &c },
+		"report": func() any { c := defaultReportConfig(); return &c },
+		"synth":  func() any { c := defaultSynthConfig(); return &c },
+	} {
+		t.Run(name, func(t *testing.T) { clitest.ConfigFiles(t, "testdata/config/"+name, newConfig) })
 	}
 }

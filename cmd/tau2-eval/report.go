@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -47,7 +48,7 @@ func reportMain(args []string) {
 		fmt.Fprintf(os.Stderr, "tau2-eval report: %v\n", err)
 		os.Exit(2)
 	}
-	cfg := reportConfig{MaxK: 4, ByVersion: true, Format: "text"}
+	cfg := defaultReportConfig()
 	app := cli.App{Name: "tau2-eval report", Usage: reportUsage, MetricsAddr: "off"}
 	cli.MainArgs(app, rest, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
 		return runReport(ctx, &cfg, os.Stdout)
@@ -62,24 +63,40 @@ type reportKey struct {
 
 // reportRow is a row in JSON output.
 type reportRow struct {
-	Domain        string    `json:"domain"`
-	PolicyVersion *int64    `json:"policy_version,omitempty"`
-	Tasks         int       `json:"tasks"`
-	Episodes      int       `json:"episodes"`
-	InfraErrors   int       `json:"infra_errors"`
-	AvgReward     float64   `json:"avg_reward"`
-	PassHatK      []float64 `json:"pass_hat_k"`
+	Domain        string `json:"domain"`
+	PolicyVersion *int64 `json:"policy_version,omitempty"`
+	Tasks         int    `json:"tasks"`
+	Episodes      int    `json:"episodes"`
+	InfraErrors   int    `json:"infra_errors"`
+	// NotEvaluated counts episodes with status not_evaluated (no reward; their tasks are left out
+	// of pass^k, they are not infrastructure errors).
+	NotEvaluated int       `json:"not_evaluated"`
+	AvgReward    float64   `json:"avg_reward"`
+	PassHatK     []float64 `json:"pass_hat_k"`
+}
+
+// Validate checks the configuration (cli calls it before the run: exit status 2).
+func (c *reportConfig) Validate() error {
+	var errs []error
+	if c.Dataset == "" {
+		errs = append(errs, errors.New("no dataset directory given"))
+	}
+	if c.MaxK < 1 {
+		errs = append(errs, errors.New("max_k must be ≥ 1"))
+	}
+	if c.Format != "text" && c.Format != "json" {
+		errs = append(errs, fmt.Errorf("format %q is not text or json", c.Format))
+	}
+	return errors.Join(errs...)
+}
+
+func defaultReportConfig() reportConfig {
+	return reportConfig{MaxK: 4, ByVersion: true, Format: "text"}
 }
 
 func runReport(ctx context.Context, cfg *reportConfig, out io.Writer) error {
-	if cfg.Dataset == "" {
-		return fmt.Errorf("%w: no dataset directory given", cli.ErrUsage)
-	}
-	if cfg.MaxK < 1 {
-		return fmt.Errorf("%w: max_k must be ≥ 1", cli.ErrUsage)
-	}
-	if cfg.Format != "text" && cfg.Format != "json" {
-		return fmt.Errorf("%w: format %q is not text or json", cli.ErrUsage, cfg.Format)
+	if err := cfg.Validate(); err != nil {
+		return cli.Usage(err)
 	}
 	ds, err := dataset.Open(cfg.Dataset)
 	if err != nil {
@@ -122,11 +139,15 @@ func reportRows(ctx context.Context, ds *dataset.Dataset, cfg *reportConfig) ([]
 			k.Version = t.PolicyVersionStart
 		}
 		o := evaluator.Outcome{TaskID: t.TaskID, Termination: t.Termination}
-		if t.Status != schemas.StatusOK {
-			o.Termination = evaluator.TerminationInfrastructureError
-		} else {
+		switch t.Status {
+		case schemas.StatusOK:
 			r := t.Reward
 			o.Reward = &r
+		case schemas.StatusNotEvaluated:
+			// The real termination and no reward: the task's pass^k is undefined (excluded and
+			// counted as not evaluated), it is not an infrastructure failure.
+		default:
+			o.Termination = evaluator.TerminationInfrastructureError
 		}
 		outcomes[k] = append(outcomes[k], o)
 		return nil
@@ -149,6 +170,11 @@ func reportRows(ctx context.Context, ds *dataset.Dataset, cfg *reportConfig) ([]
 		m := evaluator.ComputeMetrics(outcomes[k], cfg.MaxK)
 		r := reportRow{Domain: k.Domain, Tasks: m.Tasks, Episodes: len(outcomes[k]), InfraErrors: m.InfraErrors,
 			AvgReward: m.AvgReward, PassHatK: m.PassHatK}
+		for _, o := range outcomes[k] {
+			if o.Reward == nil && o.Termination != evaluator.TerminationInfrastructureError {
+				r.NotEvaluated++
+			}
+		}
 		if cfg.ByVersion {
 			v := k.Version
 			r.PolicyVersion = &v

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -86,12 +87,21 @@ type evalUnit struct {
 	res   *episode.Result
 }
 
-func runRun(ctx context.Context, cfg *runConfig, out io.Writer, rt *cli.Runtime) error {
-	if cfg.NumTrials < 1 || cfg.Concurrency < 1 || cfg.NumTasks < 0 {
-		return fmt.Errorf("%w: num_trials and concurrency must be ≥ 1, num_tasks ≥ 0", cli.ErrUsage)
+// Validate checks the whole configuration (cli calls it before the run: exit status 2).
+func (c *runConfig) Validate() error {
+	var errs []error
+	if c.NumTrials < 1 || c.Concurrency < 1 || c.NumTasks < 0 {
+		errs = append(errs, errors.New("num_trials and concurrency must be ≥ 1, num_tasks ≥ 0"))
 	}
-	if err := cfg.RunnerConfig.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
+	if err := c.RunnerConfig.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func runRun(ctx context.Context, cfg *runConfig, out io.Writer, rt *cli.Runtime) error {
+	if err := cfg.Validate(); err != nil {
+		return cli.Usage(err)
 	}
 	runners, err := rollout.NewRunners(cfg.RunnerConfig, func() int64 { return 0 }, rt.Registry)
 	if err != nil {
@@ -173,30 +183,50 @@ feed:
 	}
 	close(work)
 	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return err
+	// On SIGINT/SIGTERM the finished simulations are kept (an episode cut short by the signal is
+	// not an infrastructure error: it is left out) and written like a complete run, and the run
+	// fails: an interrupted evaluation is not a result.
+	interrupted := ctx.Err() != nil
+	var ran []*evalUnit
+	for _, u := range units {
+		if u.res == nil || (interrupted && u.res.Infra != nil &&
+			(u.res.Infra.Stage == episode.StageCanceled || u.res.Infra.Stage == episode.StageTimeout)) {
+			continue
+		}
+		ran = append(ran, u)
 	}
 	var outcomes []evaluator.Outcome
-	for _, u := range units {
+	var firstInfra error
+	for _, u := range ran {
 		o := evaluator.Outcome{TaskID: tasks[u.task].ID, Termination: u.res.Traj.Termination}
-		if u.res.Infra == nil {
+		if u.res.Traj.Status == schemas.StatusOK { // not_evaluated: real termination, no reward
 			r := u.res.Traj.Reward
 			o.Reward = &r
+		} else if firstInfra == nil {
+			firstInfra = u.res.Infra
 		}
 		outcomes = append(outcomes, o)
 	}
 	metrics := evaluator.ComputeMetrics(outcomes, cfg.NumTrials)
 	if cfg.Output != "" {
-		b, err := resultsFile(cfg, tasks, units, start)
+		b, err := resultsFile(cfg, tasks, ran, start)
 		if err != nil {
 			return err
 		}
 		if err := writeAtomic(cfg.Output, b); err != nil {
 			return fmt.Errorf("run: %w", err)
 		}
-		fmt.Fprintf(out, "wrote %d simulations to %s\n", len(units), cfg.Output)
+		fmt.Fprintf(out, "wrote %d simulations to %s\n", len(ran), cfg.Output)
 	}
 	printPassK(out, []passRow{{label: domain, m: metrics}})
+	switch {
+	case interrupted:
+		// Not wrapping the context's error: cli would take it for a clean shutdown (exit 0).
+		return fmt.Errorf("run: interrupted (%v) after %d of %d simulations; the results file holds the finished ones",
+			context.Cause(ctx), len(ran), len(units))
+	case len(ran) > 0 && metrics.InfraErrors == len(ran):
+		return fmt.Errorf("run: all %d simulations failed with infrastructure errors, none was graded (first: %v)", len(ran), firstInfra)
+	}
 	return nil
 }
 
@@ -289,7 +319,13 @@ func resultsFile(cfg *runConfig, tasks []*taskT, units []*evalUnit, start time.T
 			"messages", msgs,
 			"trial", int64(u.trial), "seed", u.seed,
 		)
-		if tr.Status != schemas.StatusOK {
+		switch tr.Status {
+		case schemas.StatusOK:
+		case schemas.StatusNotEvaluated:
+			// reward_info stays null and the termination is the real one, so `tau2-eval grade`
+			// with a judge grades it.
+			sim.Set("info", pyjson.NewObject("not_evaluated", tr.Error))
+		default:
 			sim.Set("info", pyjson.NewObject("error", tr.Error))
 		}
 		sims = append(sims, sim)
@@ -345,8 +381,14 @@ func printPassK(w io.Writer, rows []passRow) {
 		fmt.Fprintf(w, " %7s", fmt.Sprintf("pass^%d", k))
 	}
 	fmt.Fprintln(w)
+	var ungraded []string
 	for _, r := range rows {
-		fmt.Fprintf(w, "%-28s %6d %6d %6d %8.3f", r.label, r.m.Tasks, r.m.Simulations, r.m.InfraErrors, r.m.AvgReward)
+		avg := fmt.Sprintf("%8.3f", r.m.AvgReward)
+		if r.m.Simulations-r.m.NotEvaluated <= 0 {
+			avg = fmt.Sprintf("%8s", "none") // not 0.000: nothing was graded
+			ungraded = append(ungraded, r.label)
+		}
+		fmt.Fprintf(w, "%-28s %6d %6d %6d %s", r.label, r.m.Tasks, r.m.Simulations, r.m.InfraErrors, avg)
 		for k := 0; k < maxK; k++ {
 			if k < len(r.m.PassHatK) {
 				fmt.Fprintf(w, " %7.3f", r.m.PassHatK[k])
@@ -355,5 +397,8 @@ func printPassK(w io.Writer, rows []passRow) {
 			}
 		}
 		fmt.Fprintln(w)
+	}
+	for _, l := range ungraded {
+		fmt.Fprintf(w, "%s: no graded simulations (every one was an infrastructure error or not evaluated): no reward, no pass^k\n", l)
 	}
 }

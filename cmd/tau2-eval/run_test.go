@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -130,6 +131,18 @@ func TestReport(t *testing.T) {
 	if _, err := dataset.WritePartitioned(dir, "part-0", trajs, schemas.ParquetWriterOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The first four episodes archived again (a producer retry after an archiver restart): the
+	// report counts each id once (issue 13 item 5).
+	if _, err := dataset.WritePartitioned(dir, "part-1", trajs[:4], schemas.ParquetWriterOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A retail episode that needed the NL judge: real termination, no reward, not an infra error.
+	ne := &schemas.Trajectory{ID: rollout.NewID(), TaskID: "d", Domain: "retail", Split: "test", Status: schemas.StatusNotEvaluated,
+		Error: "NL_ASSERTION not evaluated", PolicyVersionStart: 1, Termination: schemas.TerminationUserStop,
+		StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), EndedAt: time.Date(2026, 1, 2, 3, 5, 5, 0, time.UTC)}
+	if _, err := dataset.WritePartitioned(dir, "part-2", []*schemas.Trajectory{ne}, schemas.ParquetWriterOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	ds, err := dataset.Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -149,6 +162,9 @@ func TestReport(t *testing.T) {
 	if len(r.PassHatK) != 2 || r.PassHatK[0] != 0.75 || r.PassHatK[1] != 0.5 {
 		t.Errorf("pass^k %v, want [0.75 0.5]", r.PassHatK)
 	}
+	if r := rows[2]; r.Domain != "retail" || r.Episodes != 2 || r.InfraErrors != 0 || r.NotEvaluated != 1 || r.Tasks != 1 || r.AvgReward != 1 {
+		t.Errorf("retail row %+v: want 2 episodes, 1 not evaluated, no infra errors, task c only", r)
+	}
 	var out bytes.Buffer
 	if err := runReport(context.Background(), &cfg, &out); err != nil {
 		t.Fatal(err)
@@ -165,5 +181,103 @@ func TestReport(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), `"domain": "airline"`) || strings.Contains(out.String(), "policy_version") {
 		t.Errorf("json report:\n%s", out.String())
+	}
+}
+
+// chatRunConfig is a small chat-mode run against url (user simulator) with the policy at policyURL.
+func chatRunConfig(t *testing.T, url, policyURL string) runConfig {
+	cfg := defaultRunConfig()
+	cfg.Econfig.Domain = "airline"
+	cfg.Econfig.UserLLMBaseURL = url + "/v1"
+	cfg.Split, cfg.NumTasks, cfg.NumTrials, cfg.Concurrency = "test", 2, 2, 2
+	cfg.Policy.Mode = rollout.ModeChat
+	cfg.Policy.Chat.Endpoint.BaseURL = policyURL + "/v1"
+	cfg.Policy.Chat.Model = "scripted-agent"
+	cfg.Output = filepath.Join(t.TempDir(), "results.json")
+	return cfg
+}
+
+// TestRunAllInfraErrorsFails: when no simulation could be graded, run writes the results file,
+// says there was nothing to average instead of "avg 0.000", and fails; the upstream error stored
+// as info.error has the API key redacted even though the server echoed it.
+func TestRunAllInfraErrorsFails(t *testing.T) {
+	url, _ := scriptedURL(t)
+	down, err := llmtest.NewServer(tokenizertest.Qwen3(t), llmtest.Constant(llmtest.Reply{Content: "unused"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer down.Close()
+	down.ReflectAuthNext(1000, 500)
+	const key = "sk-proj-0123456789abcdefghijklmnop"
+	cfg := chatRunConfig(t, url, down.URL)
+	cfg.Policy.Chat.Endpoint.APIKey, cfg.Policy.Chat.Endpoint.MaxRetries = key, 0
+	var out bytes.Buffer
+	err = runRun(context.Background(), &cfg, &out, runtime())
+	if err == nil || cli.ExitCode(err) == 0 || !strings.Contains(err.Error(), "infrastructure errors") {
+		t.Fatalf("err = %v (exit %d), want a failure", err, cli.ExitCode(err))
+	}
+	if strings.Contains(err.Error(), "0123456789abcdef") {
+		t.Errorf("the API key leaked into the error: %v", err)
+	}
+	if !strings.Contains(out.String(), "none") || !strings.Contains(out.String(), "no graded simulations") || strings.Contains(out.String(), "0.000") {
+		t.Errorf("table does not say nothing was graded:\n%s", out.String())
+	}
+	b, err := os.ReadFile(cfg.Output)
+	if err != nil {
+		t.Fatalf("no results file: %v", err)
+	}
+	res, err := evaluator.ParseResults(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(res.Sims); n != 4 {
+		t.Errorf("%d simulations in the file, want 4", n)
+	}
+	if strings.Contains(string(b), "0123456789abcdef") || !strings.Contains(string(b), "[REDACTED]") {
+		t.Errorf("results file: the API key is not redacted from info.error")
+	}
+}
+
+// cancelOnFirst is a slog handler that cancels a context when the first simulation finishes, as
+// a SIGINT in the middle of a run would.
+type cancelOnFirst struct {
+	slog.Handler
+	cancel context.CancelFunc
+}
+
+func (h cancelOnFirst) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h cancelOnFirst) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "simulation done" {
+		h.cancel()
+	}
+	return nil
+}
+
+// TestRunInterruptedWritesPartial: an interrupted run writes the simulations that finished to -o
+// and fails (it used to exit 0 and write nothing).
+func TestRunInterruptedWritesPartial(t *testing.T) {
+	url, _ := scriptedURL(t)
+	cfg := chatRunConfig(t, url, url)
+	cfg.NumTasks, cfg.NumTrials, cfg.Concurrency = 3, 1, 1
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rt := runtime()
+	rt.Log = slog.New(cancelOnFirst{Handler: slog.DiscardHandler, cancel: cancel})
+	var out bytes.Buffer
+	err := runRun(ctx, &cfg, &out, rt)
+	if err == nil || !strings.Contains(err.Error(), "interrupted") || errors.Is(err, context.Canceled) || cli.ExitCode(err) != 1 {
+		t.Fatalf("err = %v, want an interruption that is not a clean shutdown", err)
+	}
+	b, err := os.ReadFile(cfg.Output)
+	if err != nil {
+		t.Fatalf("no partial results file: %v", err)
+	}
+	res, err := evaluator.ParseResults(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(res.Sims); n != 1 {
+		t.Errorf("%d simulations in the partial file, want the 1 that finished", n)
 	}
 }

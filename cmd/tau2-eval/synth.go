@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"tau2rl/cmd/internal/cli"
@@ -47,16 +49,42 @@ func synthMain(args []string) {
 		fmt.Fprintf(os.Stderr, "tau2-eval synth: %v\n", err)
 		os.Exit(2)
 	}
-	cfg := synthConfig{Domain: "airline", Split: "base", Trials: 1, Variants: string(goldgen.Gold)}
+	cfg := defaultSynthConfig()
 	app := cli.App{Name: "tau2-eval synth", Usage: synthUsage, MetricsAddr: "off"}
 	cli.MainArgs(app, rest, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
 		return runSynth(&cfg)
 	})
 }
 
+func defaultSynthConfig() synthConfig {
+	return synthConfig{Domain: "airline", Split: "base", Trials: 1, Variants: string(goldgen.Gold)}
+}
+
+// Validate checks the configuration (cli calls it before the run: exit status 2).
+func (c *synthConfig) Validate() error {
+	var errs []error
+	if c.Output == "" {
+		errs = append(errs, errors.New("-o RESULTS.json is required"))
+	}
+	if c.Trials < 1 {
+		errs = append(errs, fmt.Errorf("trials: %d must be ≥ 1", c.Trials))
+	}
+	if c.Variants != "all" {
+		for _, v := range strings.Split(c.Variants, ",") {
+			if !slices.Contains(goldgen.Variants, goldgen.Variant(strings.TrimSpace(v))) {
+				errs = append(errs, fmt.Errorf("variants: unknown variant %q", strings.TrimSpace(v)))
+			}
+		}
+	}
+	if _, err := data.ParseVersion(c.TaskVersion); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
 func runSynth(cfg *synthConfig) error {
-	if cfg.Output == "" {
-		return fmt.Errorf("%w: -o RESULTS.json is required", cli.ErrUsage)
+	if err := cfg.Validate(); err != nil {
+		return cli.Usage(err)
 	}
 	var variants []goldgen.Variant
 	if cfg.Variants == "all" {

@@ -8,12 +8,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"sync"
 
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/lib/stream/embedded"
 	tkafka "tau2rl/lib/stream/kafka"
+	"tau2rl/lib/tau2/episode"
 	"tau2rl/producers/rollout"
 	"tau2rl/producers/synthetic"
 )
@@ -30,6 +33,11 @@ go to the infra-errors topic, never as rewards. Policy versions are followed on 
 policy-versions topic; requests staler than max_head_offpolicyness are dropped. SIGTERM stops
 taking requests and finishes running groups within shutdown_grace.
 
+self_driven.enabled=true: no trainer needed — the producer issues its own requests, one of
+self_driven.trials episodes for each task of self_driven.split (self_driven.domain, default
+econfig.domain; self_driven.task_ids, self_driven.limit), publishes them and exits with a summary.
+Run an archiver beside it to keep a demonstration dataset (tau2-trainer sft reads it).
+
 mode=synthetic: publishes SYNTHETIC trajectories (load tests only; see synthetic.*).
 
 The econfig.* keys are AReaL's τ² example options, with its defaults.
@@ -41,9 +49,10 @@ Examples:
   # vLLM policy, GPT-4.1 as the user simulator
   tau2-producer policy.backend=vllm policy.model=Qwen3-8B policy.endpoints=[http://vllm:8000] \
       econfig.user_llm_base_url=https://api.openai.com/v1 user_endpoint.api_key_env=OPENAI_API_KEY
-  # local smoke run against the scripted server (see tau2-scripted-llm)
+  # local smoke run against the scripted server (tau2-scripted-llm): 4 airline tasks × 4 trials, then exit
   tau2-producer kafka.embedded=true policy.endpoints=[http://127.0.0.1:30000] \
-      user_llm_base_url=http://127.0.0.1:30000/v1 episodes=16`
+      user_llm_base_url=http://127.0.0.1:30000/v1 econfig.domain=airline \
+      self_driven.enabled=true self_driven.limit=4 self_driven.trials=4`
 
 // Config is tau2-producer's configuration.
 type Config struct {
@@ -65,6 +74,25 @@ func DefaultConfig() Config {
 	return Config{Mode: "tau2", Kafka: tkafka.DefaultConfig(), Synthetic: synthetic.DefaultConfig(), Config: rollout.DefaultConfig()}
 }
 
+// Validate checks the whole configuration for the chosen mode (cli calls it before run, so a bad
+// value is exit status 2 before any connection).
+func (c *Config) Validate() error {
+	errs := []error{c.Kafka.Validate()}
+	switch c.Mode {
+	case "tau2":
+		rc := c.Config
+		if c.UserLLMBaseURL != "" {
+			rc.Econfig.UserLLMBaseURL = c.UserLLMBaseURL
+		}
+		errs = append(errs, rc.Validate())
+	case "synthetic":
+		errs = append(errs, c.Synthetic.Validate())
+	default:
+		errs = append(errs, fmt.Errorf("mode: %q is not tau2 or synthetic", c.Mode))
+	}
+	return errors.Join(errs...)
+}
+
 func main() {
 	cfg := DefaultConfig()
 	cli.Main(cli.App{Name: "tau2-producer", Usage: usage, MetricsAddr: ":9410"}, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
@@ -76,24 +104,17 @@ func run(ctx context.Context, cfg *Config, rt *cli.Runtime) error {
 	if cfg.UserLLMBaseURL != "" {
 		cfg.Econfig.UserLLMBaseURL = cfg.UserLLMBaseURL
 	}
+	if err := cfg.Validate(); err != nil {
+		return cli.Usage(err)
+	}
 	stop, err := embedded.ForConfig(ctx, &cfg.Kafka)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	if err := cfg.Kafka.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
-	}
 	km := tkafka.NewMetrics(rt.Registry)
-	switch cfg.Mode {
-	case "synthetic":
+	if cfg.Mode == "synthetic" {
 		return runSynthetic(ctx, cfg, rt, km)
-	case "tau2":
-	default:
-		return fmt.Errorf("%w: mode %q is not tau2 or synthetic", cli.ErrUsage, cfg.Mode)
-	}
-	if err := cfg.Config.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
 	m, err := rollout.NewMetrics(rt.Registry)
 	if err != nil {
@@ -104,12 +125,29 @@ func run(ctx context.Context, cfg *Config, rt *cli.Runtime) error {
 	if err != nil {
 		return err
 	}
-	kio, err := rollout.OpenKafka(ctx, cfg.Kafka, cfg.ConsumerGroup, km)
+	group := cfg.ConsumerGroup
+	if cfg.SelfDriven.Enabled {
+		group = "" // requests are made here: do not join the producers' group
+	}
+	kio, err := rollout.OpenKafka(ctx, cfg.Kafka, group, km)
 	if err != nil {
 		return err
 	}
 	defer kio.Close()
-	svc, err := rollout.New(cfg.Config, kio.Deps(rollout.Deps{Runners: runners, Versions: vs, Metrics: m, Log: rt.Log}, cfg.Kafka))
+	deps := kio.Deps(rollout.Deps{Runners: runners, Versions: vs, Metrics: m, Log: rt.Log}, cfg.Kafka)
+	var list *rollout.RequestList
+	if cfg.SelfDriven.Enabled {
+		dataDir := cfg.DataDir
+		list, err = rollout.NewRequestList(cfg.SelfDriven, cfg.Econfig.Domain, func(domain, split string) (*episode.TaskSet, error) {
+			return episode.LoadTasks(dataDir, domain, split)
+		}, vs.Latest())
+		if err != nil {
+			return fmt.Errorf("%w: %v", cli.ErrUsage, err)
+		}
+		deps.Source = list
+		rt.Log.Info("self-driven: issuing requests here", "requests", list.Len(), "trials", cfg.SelfDriven.Trials)
+	}
+	svc, err := rollout.New(cfg.Config, deps)
 	if err != nil {
 		return err
 	}
@@ -130,10 +168,21 @@ func run(ctx context.Context, cfg *Config, rt *cli.Runtime) error {
 	cancelVersions()
 	wg.Wait()
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-		return nil
+		err = nil
+	}
+	if list != nil && err == nil {
+		sum := svc.Summary()
+		fmt.Fprintf(stdout, "tau2-producer: %d requests, %d episodes, %d groups published, %d infra errors, %d abandoned\n",
+			sum.Requests, sum.Episodes, sum.Published, sum.InfraErrors, sum.Abandoned)
+		if ctx.Err() == nil && sum.Requests < list.Len() {
+			return fmt.Errorf("self-driven: only %d of %d requests ran (see the dead-letter topic)", sum.Requests, list.Len())
+		}
 	}
 	return err
 }
+
+// stdout is where the self-driven summary goes (a variable so tests can capture it).
+var stdout io.Writer = os.Stdout
 
 func runSynthetic(ctx context.Context, cfg *Config, rt *cli.Runtime, km *tkafka.Metrics) error {
 	if err := tkafka.EnsureTopics(ctx, cfg.Kafka, cfg.Kafka.Topics.Trajectories); err != nil {

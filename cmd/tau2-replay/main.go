@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"tau2rl/cmd/internal/cli"
@@ -38,9 +39,23 @@ func main() {
 	})
 }
 
+// Validate checks the whole configuration (cli calls it before run, so a bad value is exit
+// status 2 before any connection).
+func (c *Config) Validate() error {
+	errs := []error{c.Kafka.Validate(), c.Replay.Validate()}
+	if c.Topic != "" {
+		k := c.Kafka
+		k.Topics.Trajectories = c.Topic
+		if err := k.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("topic: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func run(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
-	if err := cfg.Replay.Validate(); err != nil {
-		return err
+	if err := cfg.Validate(); err != nil {
+		return cli.Usage(err)
 	}
 	stop, err := embedded.ForConfig(ctx, &cfg.Kafka)
 	if err != nil {
@@ -50,6 +65,10 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
 	topic := cfg.Topic
 	if topic == "" {
 		topic = cfg.Kafka.Topics.Trajectories
+	}
+	// A wrong SASL password would otherwise surface as "unexpected EOF" or a silent retry loop.
+	if err := kafka.CheckAuth(ctx, cfg.Kafka); err != nil {
+		return err
 	}
 	w, err := kafka.NewWriter(cfg.Kafka, topic, kafka.NewMetrics(rt.Registry))
 	if err != nil {
@@ -64,7 +83,7 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
 	pub := &batchPublisher{w: w}
 	st, err := replay.Run(ctx, cfg.Replay, pub, m, rt.Log)
 	if err != nil {
-		return fmt.Errorf("tau2-replay: after %d trajectories: %w", st.Published, err)
+		return fmt.Errorf("tau2-replay: after %d confirmed trajectories (%d unconfirmed): %w", st.Published, st.Unconfirmed, err)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"tau2rl/cmd/internal/cli"
+	"tau2rl/cmd/internal/clitest"
 	"tau2rl/consumers/dataset"
 	"tau2rl/consumers/replay"
 	"tau2rl/lib/stream/embedded"
@@ -82,4 +83,11 @@ func TestReplayThroughKafka(t *testing.T) {
 		}
 		delete(byID, want.ID)
 	}
+}
+
+// TestConfigFiles: testdata/config/{good,bad} (see cmd/internal/clitest).
+func TestConfigFiles(t *testing.T) {
+	clitest.ConfigFiles(t, "testdata/config", func() any {
+		return &Config{Kafka: kafka.DefaultConfig(), Replay: replay.DefaultConfig()}
+	})
 }

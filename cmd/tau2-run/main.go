@@ -11,12 +11,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
 	"tau2rl/cmd/internal/cli"
+	"tau2rl/lib/inference/tokenizer"
 	"tau2rl/lib/tau2/data"
 )
 
@@ -32,7 +34,10 @@ trained. Logs and data go to 'dir' (one sub-directory per run).
 Examples:
   tau2-run                          # airline, 2 trainer steps
   tau2-run domain=retail steps=5
-  tau2-run bin=bin dir=/tmp/tau2run`
+  tau2-run bin=bin dir=/tmp/tau2run
+
+The learning experiment (demonstrations → SFT → GRPO → pass^k before/after → figures):
+  tau2-run experiment --help`
 
 // Config is tau2-run's configuration.
 type Config struct {
@@ -55,8 +60,8 @@ type Config struct {
 	// AgentErrorRate is how often the scripted policy deviates from the gold
 	// actions, so that rewards vary within a group.
 	AgentErrorRate float64 `yaml:"agent_error_rate"`
-	// DataDir is the τ² data directory ("" = TAU2_DATA_DIR, else ../shared/tau2-data
-	// found by walking up from here), passed to every role that reads it.
+	// DataDir is the τ² data directory ("" = resolved by lib/assets: TAU2_DATA_DIR,
+	// ../shared/tau2-data, the cache, a download; docs/ASSETS.md), passed to every role.
 	DataDir string `yaml:"data_dir"`
 	// ModelConfig is the Hugging Face config.json of the model the trainer
 	// starts from (random weights): tiny, but with Qwen3's real vocabulary.
@@ -76,12 +81,31 @@ func defaultConfig() Config {
 	}
 }
 
+// Validate checks the configuration (cli calls it before anything starts: exit status 2).
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Steps < 1 || c.GroupSize < 1 || c.BatchSize < 1 || c.Concurrency < 1 {
+		errs = append(errs, errors.New("steps, group_size, batch_size and concurrency must be at least 1"))
+	}
+	if c.AgentErrorRate < 0 || c.AgentErrorRate > 1 {
+		errs = append(errs, fmt.Errorf("agent_error_rate: %v must be in [0, 1]", c.AgentErrorRate))
+	}
+	if c.Timeout <= 0 || c.Interval <= 0 {
+		errs = append(errs, errors.New("timeout and interval must be positive"))
+	}
+	if c.Bin == "" || c.Dir == "" || c.Domain == "" {
+		errs = append(errs, errors.New("bin, dir and domain are required"))
+	}
+	return errors.Join(errs...)
+}
+
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "experiment" {
+		experimentMain(os.Args[2:])
+		return
+	}
 	cfg := defaultConfig()
 	cli.Main(cli.App{Name: "tau2-run", Usage: usage, MetricsAddr: "off"}, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
-		if cfg.Steps < 1 || cfg.GroupSize < 1 || cfg.BatchSize < 1 || cfg.Concurrency < 1 {
-			return fmt.Errorf("steps, group_size, batch_size and concurrency must be at least 1")
-		}
 		for _, b := range []string{"tau2-broker", "tau2-scripted-llm", "tau2-archiver", "tau2-trainer", "tau2-producer"} {
 			if _, err := os.Stat(filepath.Join(cfg.Bin, b)); err != nil {
 				return fmt.Errorf("%s not built in %s (run 'make build'): %w", b, cfg.Bin, err)
@@ -92,6 +116,15 @@ func main() {
 			return fmt.Errorf("τ² data: %w", err)
 		}
 		cfg.DataDir = dataDir
+		// Resolve (and, on a fresh clone, download) the tokenizer once, in the foreground with
+		// its progress bar; the roles started below inherit the directory.
+		tokDir, err := tokenizer.LocateQwen3()
+		if err != nil {
+			return fmt.Errorf("Qwen3 tokenizer: %w", err)
+		}
+		if err := os.Setenv(tokenizer.EnvDir, tokDir); err != nil {
+			return err
+		}
 		if cfg.ModelConfig, err = filepath.Abs(cfg.ModelConfig); err != nil {
 			return err
 		}

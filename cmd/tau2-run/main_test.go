@@ -2,13 +2,18 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+
+	"tau2rl/cmd/internal/clitest"
 )
 
 // TestPipelineEndToEnd is `make run` on the mock domain: the real binaries, each its own
@@ -23,14 +28,7 @@ func TestPipelineEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+"/",
-		"./cmd/tau2-broker", "./cmd/tau2-scripted-llm", "./cmd/tau2-archiver", "./cmd/tau2-trainer",
-		"./cmd/tau2-producer", "./cmd/tau2-run")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinaries(t, root)
 	runDir := t.TempDir()
 	cmd := exec.Command(filepath.Join(bin, "tau2-run"), "bin="+bin, "dir="+runDir,
 		"domain=mock", "split=base", "steps=1", "timeout=3m")
@@ -78,4 +76,103 @@ func tailLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestExperimentCPU runs `tau2-run experiment` at a tiny scale on the pure-Go backend with the
+// scripted server standing in for tau2-sampler: every stage (demonstrations, release, SFT,
+// evaluation, GRPO with reloads, evaluation, report) as separate processes, as on the GPU.
+func TestExperimentCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs every binary (~1 min)")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := buildBinaries(t, root)
+	runDir := t.TempDir()
+	cmd := exec.Command(filepath.Join(bin, "tau2-run"), "experiment", "bin="+bin, "dir="+runDir,
+		"policy=scripted", "backend=cpu", "domain=mock", "split=base", "model_config=deploy/models/qwen3-tiny/config.json",
+		"tasks=1", "demo_trials=2", "sft_max_steps=1", "grpo_steps=1", "group_size=2", "batch_size=1", "eval_trials=2",
+		"concurrency=8", "timeout=4m")
+	cmd.Dir = root
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	t.Logf("tau2-run experiment output:\n%s", out.String())
+	if err != nil {
+		if logs, _ := filepath.Glob(filepath.Join(runDir, "*", "*.log")); len(logs) > 0 {
+			for _, l := range logs {
+				b, _ := os.ReadFile(l)
+				t.Logf("%s:\n%s", l, tailLines(string(b), 15))
+			}
+		}
+		t.Fatalf("tau2-run experiment: %v", err)
+	}
+	reports, _ := filepath.Glob(filepath.Join(runDir, "*", "report.json"))
+	if len(reports) != 1 {
+		t.Fatalf("report.json: %v", reports)
+	}
+	b, err := os.ReadFile(reports[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case rep.Demos.Episodes != 2:
+		t.Errorf("demonstrations: %d episodes, want 2", rep.Demos.Episodes)
+	case rep.SFT.Steps != 1 || !(rep.SFT.FirstLoss > 0):
+		t.Errorf("sft: %+v", rep.SFT)
+	case rep.Before.Simulations != 2 || rep.After.Simulations != 2 || len(rep.Before.PassK) != 2:
+		t.Errorf("evaluations: before %+v after %+v", rep.Before, rep.After)
+	case rep.GRPO.Steps != 1 || rep.GRPO.Episodes < 2 || len(rep.GRPO.PerVersion) == 0 || len(rep.GRPO.MeanAbsDiff) != 1:
+		t.Errorf("grpo: %+v", rep.GRPO)
+	}
+	// The GRPO trainer started from the SFT checkpoint and wrote its own.
+	if _, err := os.Stat(filepath.Join(filepath.Dir(reports[0]), "grpo-checkpoints", "v1", "model.safetensors")); err != nil {
+		t.Error(err)
+	}
+}
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// buildBinaries builds every binary both tests run, once per test process.
+func buildBinaries(t *testing.T, root string) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if binDir, buildErr = os.MkdirTemp("", "tau2-run-test-bin-"); buildErr != nil {
+			return
+		}
+		build := exec.Command("go", "build", "-o", binDir+"/",
+			"./cmd/tau2-broker", "./cmd/tau2-scripted-llm", "./cmd/tau2-archiver", "./cmd/tau2-trainer",
+			"./cmd/tau2-producer", "./cmd/tau2-eval", "./cmd/tau2-run")
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// TestConfigFiles: testdata/config/{good,bad} (see cmd/internal/clitest).
+func TestConfigFiles(t *testing.T) {
+	clitest.ConfigFiles(t, "testdata/config", func() any { c := defaultConfig(); return &c })
 }

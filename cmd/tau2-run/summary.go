@@ -27,13 +27,10 @@ func (p *pipeline) summary(ctx context.Context, elapsed time.Duration) error {
 	byDomain := map[string]*agg{}
 	byVersion := map[int64]*agg{}
 	terminations := map[string]int{}
-	ids := map[string]bool{}
-	dups := 0
+	n := 0
+	// The scan yields each id once and counts the other copies in st.Duplicates.
 	st, err := ds.Scan(ctx, dataset.Filter{IncludeInfraErrors: true}, func(t *schemas.Trajectory) error {
-		if ids[t.ID] {
-			dups++
-		}
-		ids[t.ID] = true
+		n++
 		terminations[string(t.Status)+"/"+t.Termination]++
 		if t.Status != schemas.StatusOK {
 			return nil
@@ -53,7 +50,7 @@ func (p *pipeline) summary(ctx context.Context, elapsed time.Duration) error {
 		return fmt.Errorf("summary: read dataset: %w", err)
 	}
 	fmt.Printf("\n== tau2-run summary (%s) ==\n", elapsed.Round(time.Second))
-	fmt.Printf("dataset %s: %d files, %d trajectories, %d duplicate ids\n", p.dataset, st.Files, len(ids), dups)
+	fmt.Printf("dataset %s: %d files, %d trajectories, %d duplicate ids\n", p.dataset, st.Files, n, st.Duplicates)
 	fmt.Println("reward by domain:")
 	for _, d := range sortedKeys(byDomain) {
 		a := byDomain[d]
@@ -82,10 +79,10 @@ func (p *pipeline) summary(ctx context.Context, elapsed time.Duration) error {
 	}
 	fmt.Printf("trainer checkpoints in %s: %s\n", p.checkpoints, strings.Join(names, " "))
 	fmt.Printf("query it with DuckDB (README.md has more queries): duckdb -c \"SELECT domain, policy_version_start, count(*), avg(reward) FROM read_parquet('%s/**/*.parquet', hive_partitioning=true) GROUP BY ALL\"\n", p.dataset)
-	if dups > 0 {
-		return fmt.Errorf("summary: %d duplicate trajectory ids in the dataset", dups)
+	if st.Duplicates > 0 {
+		return fmt.Errorf("summary: %d duplicate trajectory ids in the dataset", st.Duplicates)
 	}
-	if len(ids) == 0 {
+	if n == 0 {
 		return fmt.Errorf("summary: the dataset is empty; see %s", p.logHint())
 	}
 	return nil

@@ -8,12 +8,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/lib/inference/llmtest"
+	"tau2rl/lib/loopback"
 	"tau2rl/lib/tau2/episode"
 	"tau2rl/producers/rollout"
 	"tau2rl/producers/scripted"
@@ -33,7 +35,8 @@ Example:
 
 // Config is tau2-scripted-llm's configuration.
 type Config struct {
-	// Addr is the listen address. Default 127.0.0.1:30000 (SGLang's port).
+	// Addr is the listen address; loopback only (the server has no
+	// authentication). Default 127.0.0.1:30000 (SGLang's port).
 	Addr string `yaml:"addr"`
 	// AgentErrorRate is the probability that an episode gets one agent
 	// error. Default 0.3.
@@ -67,6 +70,34 @@ func DefaultConfig() Config {
 		MaxUserTurns: d.MaxUserTurns, Model: "scripted-qwen3"}
 }
 
+// scriptConfig is the producers/scripted configuration the flags describe.
+func (c *Config) scriptConfig() scripted.Config {
+	sc := scripted.DefaultConfig()
+	sc.DataDir, sc.ErrorRate, sc.ErrorKinds, sc.Seed, sc.MaxUserTurns = c.DataDir, c.AgentErrorRate, c.ErrorKinds, c.Seed, c.MaxUserTurns
+	return sc
+}
+
+// Validate checks the configuration before the server starts (cli calls it: exit status 2). The
+// server has no authentication — its weight-update endpoints change what it reports for anyone
+// who can reach them — so, like tau2-broker, it listens on loopback only.
+func (c *Config) Validate() error {
+	var errs []error
+	if _, err := loopback.Port(c.Addr); err != nil {
+		errs = append(errs, err)
+	}
+	sc := c.scriptConfig()
+	if err := sc.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Latency < 0 {
+		errs = append(errs, fmt.Errorf("latency: %v must be ≥ 0", c.Latency))
+	}
+	if c.Model == "" {
+		errs = append(errs, errors.New("model: required (the served model name clients send)"))
+	}
+	return errors.Join(errs...)
+}
+
 func main() {
 	cfg := DefaultConfig()
 	cli.Main(cli.App{Name: "tau2-scripted-llm", Usage: usage, MetricsAddr: "127.0.0.1:9409"}, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
@@ -75,9 +106,10 @@ func main() {
 }
 
 func run(ctx context.Context, cfg *Config, rt *cli.Runtime) error {
-	sc := scripted.DefaultConfig()
-	sc.DataDir, sc.ErrorRate, sc.ErrorKinds, sc.Seed, sc.MaxUserTurns = cfg.DataDir, cfg.AgentErrorRate, cfg.ErrorKinds, cfg.Seed, cfg.MaxUserTurns
-	script, err := scripted.New(sc)
+	if err := cfg.Validate(); err != nil {
+		return cli.Usage(err)
+	}
+	script, err := scripted.New(cfg.scriptConfig())
 	if err != nil {
 		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}

@@ -10,5 +10,6 @@ func init() {
 	backends["cpu"] = backendFactory{
 		load:   func(dir string, _ *Config) (gpu.Backend, error) { return cpu.Load(dir) },
 		random: func(mc gpu.Config, seed uint64, _ *Config) (gpu.Backend, error) { return cpu.NewRandom(mc, seed) },
+		comms:  localComms,
 	}
 }

@@ -6,15 +6,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
 
 	"tau2rl/gpu"
+	"tau2rl/gpu/collective"
 	"tau2rl/gpu/cuda"
 	"tau2rl/lib/inference/llm"
 	"tau2rl/lib/stream/embedded"
 	tkafka "tau2rl/lib/stream/kafka"
+	"tau2rl/lib/tau2/data"
 	"tau2rl/trainer/admission"
 	"tau2rl/trainer/checkpoint"
 	"tau2rl/trainer/kafkaio"
@@ -38,6 +41,8 @@ run continues exactly as if it had not stopped; otherwise it starts from model.p
 Face Qwen3 checkpoint) or a random initialisation (model.config, default a tiny shape).
 
 backend: cpu (pure Go reference; small models) or cuda (only in binaries built with -tags cuda).
+parallel.devices=[0,1,…] trains on several GPUs of the host (data parallel, sharded optimizer state,
+NCCL; run with NCCL_NVLS_ENABLE=0; docs/MULTIGPU.md); the job stays one consumer-group member.
 
 Advantages default to GRPO (group mean baseline ÷ group std, equal-reward groups dropped). AReaL's
 shipped τ² practice is:
@@ -47,7 +52,9 @@ shipped τ² practice is:
 Examples:
   tau2-trainer --config deploy/trainer.yaml
   tau2-trainer model.path=/models/Qwen3-1.7B backend=cuda actor.optimizer.lr=1e-5 batch_size=16
-  tau2-trainer kafka.embedded=true admission.enabled=false max_steps=3   # local smoke run`
+  tau2-trainer kafka.embedded=true admission.enabled=false max_steps=3   # local smoke run
+
+Supervised fine-tuning from an archived dataset or a release: tau2-trainer sft --help`
 
 // ModelConfig says where the initial weights come from when no checkpoint exists yet.
 type ModelConfig struct {
@@ -89,6 +96,9 @@ type Config struct {
 	DataDir string `yaml:"data_dir"`
 	// Reload configures the inference servers to reload.
 	Reload ReloadConfig `yaml:"reload"`
+	// Parallel trains on several GPUs of this host (data parallelism with sharded optimizer
+	// state). Default: one GPU.
+	Parallel ParallelConfig `yaml:"parallel"`
 
 	step.Config `yaml:",inline"`
 }
@@ -107,9 +117,11 @@ func DefaultConfig() Config {
 }
 
 // backendFactory builds a model backend; cuda_backend.go registers "cuda" in -tags cuda builds.
+// comms makes the communicator of parallel.* for this backend's ranks (nil: no data parallelism).
 type backendFactory struct {
 	load   func(dir string, c *Config) (gpu.Backend, error)
 	random func(mc gpu.Config, seed uint64, c *Config) (gpu.Backend, error)
+	comms  func(c *Config) ([]collective.Comm, error)
 }
 
 var backends = map[string]backendFactory{}
@@ -123,7 +135,41 @@ func backendNames() string {
 	return strings.Join(names, ", ")
 }
 
+// stdout is where summaries go (a variable so tests can capture it).
+var stdout io.Writer = os.Stdout
+
+// Validate checks the whole configuration (cli calls it before run, so a bad value is exit
+// status 2 before the model loads or any connection is made).
+func (c *Config) Validate() error {
+	errs := []error{c.Config.Validate(), c.Kafka.Validate()}
+	// Whether this binary was built with the backend is checked when it is opened (still exit
+	// status 2): a config for a GPU node must validate on a CPU-only build too.
+	if c.Backend != "cpu" && c.Backend != "cuda" {
+		errs = append(errs, fmt.Errorf("backend %q: want cpu or cuda", c.Backend))
+	}
+	if c.ConsumerGroup == "" {
+		errs = append(errs, errors.New("consumer_group: required"))
+	}
+	switch c.Reload.Backend {
+	case "none", "":
+	case llm.BackendSGLang, llm.BackendVLLM:
+		if len(c.Reload.Endpoints) == 0 {
+			errs = append(errs, fmt.Errorf("reload.endpoints: at least one server to reload with reload.backend=%s", c.Reload.Backend))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("reload.backend %q: want none, sglang or vllm", c.Reload.Backend))
+	}
+	if c.Admission.Enabled && c.DataDir == "" && os.Getenv("TAU2_DATA_DIR") == "" {
+		errs = append(errs, errors.New("admission needs the τ² task splits: set data_dir or TAU2_DATA_DIR (or admission.enabled=false)"))
+	}
+	return errors.Join(errs...)
+}
+
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "sft" {
+		sftMain(os.Args[2:])
+		return
+	}
 	cfg := DefaultConfig()
 	cli.Main(cli.App{Name: "tau2-trainer", Usage: usage, MetricsAddr: ":9402"}, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
 		return run(ctx, rt, &cfg)
@@ -133,6 +179,9 @@ func main() {
 // openBackend resumes from the latest checkpoint (weights, then optimizer state), or starts from
 // model.path or a random init.
 func openBackend(cfg *Config, rt *cli.Runtime) (gpu.Backend, *checkpoint.State, error) {
+	if err := cfg.Parallel.validate(cfg.Backend, cfg.Checkpoint.DType); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", cli.ErrUsage, err)
+	}
 	f, ok := backends[cfg.Backend]
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: backend %q is not available in this binary (have: %s; cuda needs -tags cuda)", cli.ErrUsage, cfg.Backend, backendNames())
@@ -145,40 +194,59 @@ func openBackend(cfg *Config, rt *cli.Runtime) (gpu.Backend, *checkpoint.State, 
 	if err != nil {
 		return nil, nil, err
 	}
-	if found {
-		be, err := f.load(dir, cfg)
-		if err != nil {
-			return nil, nil, fmt.Errorf("resume from %s: %w", dir, err)
-		}
-		// The weights alone would restart AdamW from zero (and, from a bf16 checkpoint, from
-		// rounded weights): restore the optimizer state so the run continues exactly.
-		restored, err := m.LoadOptimizer(dir, st, be)
-		if err != nil {
-			be.Close()
-			return nil, nil, fmt.Errorf("resume from %s: %w", dir, err)
-		}
-		rt.Log.Info("resuming", "checkpoint", dir, "version", st.Version, "step", st.Step, "optimizer_state", restored)
-		return be, &st, nil
-	}
-	if cfg.Model.Path != "" {
+	// build makes the backend of local rank r (its own device under parallel.devices).
+	var build func(c *Config) (gpu.Backend, error)
+	switch {
+	case found:
+		build = func(c *Config) (gpu.Backend, error) { return f.load(dir, c) }
+	case cfg.Model.Path != "":
 		rt.Log.Info("starting from model", "path", cfg.Model.Path)
-		be, err := f.load(cfg.Model.Path, cfg)
-		return be, nil, err
-	}
-	mc := gpu.TinyConfig()
-	if cfg.Model.Config != "" {
-		if mc, err = gpu.LoadConfig(cfg.Model.Config); err != nil {
-			return nil, nil, err
+		build = func(c *Config) (gpu.Backend, error) { return f.load(cfg.Model.Path, c) }
+	default:
+		mc := gpu.TinyConfig()
+		if cfg.Model.Config != "" {
+			if mc, err = gpu.LoadConfig(cfg.Model.Config); err != nil {
+				return nil, nil, err
+			}
 		}
+		rt.Log.Info("starting from random weights", "seed", cfg.Model.Seed, "layers", mc.NumHiddenLayers, "hidden", mc.HiddenSize)
+		build = func(c *Config) (gpu.Backend, error) { return f.random(mc, cfg.Model.Seed, c) }
 	}
-	rt.Log.Info("starting from random weights", "seed", cfg.Model.Seed, "layers", mc.NumHiddenLayers, "hidden", mc.HiddenSize)
-	be, err := f.random(mc, cfg.Model.Seed, cfg)
-	return be, nil, err
+	var be gpu.Backend
+	if cfg.Parallel.enabled() {
+		be, err = openParallel(cfg, rt, f, func(r int) (gpu.Backend, error) {
+			c := *cfg
+			if len(cfg.Parallel.Devices) > 0 {
+				c.CUDA.Device = cfg.Parallel.Devices[r]
+			}
+			return build(&c)
+		})
+	} else {
+		be, err = build(cfg)
+	}
+	if err != nil {
+		if found {
+			return nil, nil, fmt.Errorf("resume from %s: %w", dir, err)
+		}
+		return nil, nil, err
+	}
+	if !found {
+		return be, nil, nil
+	}
+	// The weights alone would restart AdamW from zero (and, from a bf16 checkpoint, from
+	// rounded weights): restore the optimizer state so the run continues exactly.
+	restored, err := m.LoadOptimizer(dir, st, be)
+	if err != nil {
+		be.Close()
+		return nil, nil, fmt.Errorf("resume from %s: %w", dir, err)
+	}
+	rt.Log.Info("resuming", "checkpoint", dir, "version", st.Version, "step", st.Step, "optimizer_state", restored)
+	return be, &st, nil
 }
 
 func run(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
-	if err := cfg.Config.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
+	if err := cfg.Validate(); err != nil {
+		return cli.Usage(err)
 	}
 	stopBroker, err := embedded.ForConfig(ctx, &cfg.Kafka)
 	if err != nil {
@@ -192,11 +260,16 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
 	}
 	defer be.Close()
 
+	// A wrong SASL password would otherwise surface as "unexpected EOF" or a silent retry loop.
+	if err := tkafka.CheckAuth(ctx, cfg.Kafka); err != nil {
+		return err
+	}
 	km := tkafka.NewMetrics(rt.Registry)
 	src, err := kafkaio.NewSource(cfg.Kafka, cfg.ConsumerGroup, km)
 	if err != nil {
 		return err
 	}
+	src.Log = rt.Log
 	defer src.Close()
 	pub, err := kafkaio.NewPublisher(cfg.Kafka, km)
 	if err != nil {
@@ -206,12 +279,10 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
 
 	d := step.Deps{Backend: be, Source: src, Versions: pub, Requests: pub, Log: rt.Log}
 	if cfg.Admission.Enabled {
-		dataDir := cfg.DataDir
-		if dataDir == "" {
-			dataDir = os.Getenv("TAU2_DATA_DIR")
-		}
-		if dataDir == "" {
-			return fmt.Errorf("%w: admission needs the τ² task splits: set data_dir or TAU2_DATA_DIR (or admission.enabled=false)", cli.ErrUsage)
+		// data_dir, else lib/assets' order (TAU2_DATA_DIR, ../shared, cache, download).
+		dataDir, err := data.Dir(cfg.DataDir)
+		if err != nil {
+			return fmt.Errorf("admission needs the τ² task splits (set data_dir, or admission.enabled=false): %w", err)
 		}
 		tasks, err := admission.LoadTasks(dataDir, cfg.Admission.Tasks)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"tau2rl/gpu"
+	"tau2rl/gpu/dp"
 	"tau2rl/lib/stream/embedded"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
@@ -17,6 +18,7 @@ import (
 	"tau2rl/trainer/trajtest"
 
 	"tau2rl/cmd/internal/cli"
+	"tau2rl/cmd/internal/clitest"
 )
 
 func execute(t *testing.T, ctx context.Context, args ...string) error {
@@ -96,19 +98,90 @@ func TestTrainerBinary(t *testing.T) {
 	}
 }
 
+// TestTrainerBinaryDataParallel: the same wiring with three in-process ranks (parallel.ranks):
+// the checkpoint holds one optimizer shard per rank, a restart on two ranks resumes from it, and a
+// restart without data parallelism refuses it with an error that says what to do.
+func TestTrainerBinaryDataParallel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("embedded broker round trip")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	b, err := embedded.Start(embedded.Config{Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	kcfg := tkafka.DefaultConfig()
+	kcfg.Brokers = []string{b.Addr()}
+	kcfg.Partitions = 1
+	if err := tkafka.EnsureTopics(ctx, kcfg); err != nil {
+		t.Fatal(err)
+	}
+	w, err := tkafka.NewWriter(kcfg, kcfg.Topics.Trajectories, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, task := range []string{"0", "1"} {
+		trajs, err := trajtest.Group(trajtest.Default(), task, uint64(i+1), trajtest.Rewards(4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := schemas.FrameTrajectories(trajs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.PublishFramed(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	dir := t.TempDir()
+	args := []string{"kafka.brokers=[" + b.Addr() + "]", "kafka.reader.max_wait=50ms", "kafka.reader.heartbeat_interval=500ms",
+		"kafka.reader.session_timeout=6s", "admission.enabled=false", "batch_size=2", "group.group_size=4", "max_steps=1",
+		"checkpoint.dir=" + dir, "actor.mb_spec.max_tokens_per_mb=40", "tick=20ms"}
+	if err := execute(t, ctx, append(args, "parallel.ranks=3")...); err != nil {
+		t.Fatal(err)
+	}
+	ck, st, ok, _, err := (&checkpoint.Manager{Dir: dir, Keep: 3}).Latest()
+	if err != nil || !ok || st.Version != 1 || st.Optimizer != checkpoint.OptimizerSaved {
+		t.Fatalf("checkpoint %s %+v %v %v", ck, st, ok, err)
+	}
+	for _, f := range []string{"config.json", dp.ShardFile(0, 3), dp.ShardFile(2, 3)} {
+		if _, err := os.Stat(filepath.Join(ck, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := execute(t, ctx, append(args, "parallel.ranks=2", "parallel.shard_parameters=true")...); err != nil {
+		t.Fatalf("resume on 2 ranks with sharded parameters: %v", err)
+	}
+	if err := execute(t, ctx, args...); err == nil || !strings.Contains(err.Error(), "sharded by a data-parallel trainer") {
+		t.Fatalf("resume of sharded state on a plain backend: err %v", err)
+	}
+}
+
 func TestUsageErrors(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"backend=tpu", "admission.enabled=false", "kafka.embedded=true", "kafka.brokers=[127.0.0.1:0]"}, "not available"},
+		{[]string{"backend=tpu", "admission.enabled=false", "kafka.embedded=true", "kafka.brokers=[127.0.0.1:0]"}, "want cpu or cuda"},
 		{[]string{"batch_size=0"}, "batch_size"},
 		{[]string{"no_such_key=1"}, "no_such_key"},
+		{[]string{"parallel.devices=[0,1]", "admission.enabled=false"}, "parallel.devices is for backend cuda"},
+		{[]string{"parallel.ranks=2", "parallel.hosts=2", "admission.enabled=false"}, "several hosts"},
+		{[]string{"backend=cuda", "parallel.devices=[0,1]", "checkpoint.dtype=float32", "admission.enabled=false"}, "bfloat16"},
+		{[]string{"parallel.shard_parameters=true", "admission.enabled=false"}, "needs parallel.devices or parallel.ranks"},
 	} {
 		err := execute(t, ctx, append(c.args, "checkpoint.dir="+t.TempDir())...)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%v: err %v, want %q", c.args, err, c.want)
+		if err == nil || !strings.Contains(err.Error(), c.want) || cli.ExitCode(err) != 2 {
+			t.Errorf("%v: err %v (exit %d), want %q and exit 2", c.args, err, cli.ExitCode(err), c.want)
 		}
 	}
+}
+
+// TestConfigFiles: testdata/config/{good,bad} (see cmd/internal/clitest).
+func TestConfigFiles(t *testing.T) {
+	clitest.ConfigFiles(t, "testdata/config", func() any { c := DefaultConfig(); return &c })
 }

@@ -104,6 +104,10 @@ type Summary struct {
 	// PinnedIDs is how many ids were loaded at start-up from files whose
 	// offsets were not committed.
 	PinnedIDs int
+	// LoadedIDs is how many ids of the newest data files start-up put in
+	// the dedup window (at most dedup_window), so that duplicates are
+	// dropped across restarts.
+	LoadedIDs int
 	// RemovedTemp is how many stale temporary files start-up removed.
 	RemovedTemp int
 }
@@ -189,7 +193,7 @@ func (a *Archiver) Run(ctx context.Context) (err error) {
 	ticker := time.NewTicker(a.cfg.CommitInterval)
 	defer ticker.Stop()
 	a.log.Info("archiver running", "dataset_dir", a.cfg.DatasetDir, "group", a.cfg.Group, "topic", a.d.Topic,
-		"roll_max_bytes", a.cfg.Roll.MaxBytes, "roll_max_age", a.cfg.Roll.MaxAge, "pinned_ids", a.Summary.PinnedIDs)
+		"roll_max_bytes", a.cfg.Roll.MaxBytes, "roll_max_age", a.cfg.Roll.MaxAge, "pinned_ids", a.Summary.PinnedIDs, "loaded_ids", a.Summary.LoadedIDs)
 	for {
 		select {
 		case <-ctx.Done():

@@ -31,7 +31,8 @@ type Config struct {
 	MaxOpenFiles int `yaml:"max_open_files"`
 	// DedupWindow is how many recent trajectory ids are remembered to drop
 	// duplicates published twice by producers (16 bytes + map overhead,
-	// about 40 MB per million). Redeliveries by Kafka are removed
+	// about 40 MB per million); start-up reloads it from the newest data
+	// files, so it holds across restarts. Redeliveries by Kafka are removed
 	// regardless of the window (see the package documentation). Default
 	// 1,000,000.
 	DedupWindow int `yaml:"dedup_window"`

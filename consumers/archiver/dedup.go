@@ -1,18 +1,11 @@
 package archiver
 
-import "crypto/sha256"
+import "tau2rl/schemas"
 
-// idKey is a trajectory id reduced to 16 bytes of its SHA-256: ids are
-// producer-chosen strings, and a fixed-size key keeps the set at about 40
-// bytes per id. A collision would need 2^64 ids.
-type idKey [16]byte
+// idKey is a trajectory id reduced to 16 bytes (schemas.IDKey).
+type idKey = schemas.IDKey
 
-func keyOf(id string) idKey {
-	s := sha256.Sum256([]byte(id))
-	var k idKey
-	copy(k[:], s[:16])
-	return k
-}
+func keyOf(id string) idKey { return schemas.KeyOfID(id) }
 
 // idSet remembers trajectory ids: a bounded FIFO window of recent ids plus
 // pinned ids that are never evicted (those loaded at start-up from files

@@ -34,10 +34,13 @@
 //     redelivered copies are then dropped. During a run every archived id
 //     is remembered, so redelivery after a rebalance is dropped too.
 //   - Producer duplicates (one trajectory id published twice, e.g. a writer
-//     retry) are dropped when the second copy arrives within the last
-//     dedup_window archived ids (default one million). Copies further apart
-//     are not detected by the archiver; releases (consumers/release)
-//     de-duplicate by id over the whole release.
+//     retry or a replay re-run) are dropped when the second copy arrives
+//     within the last dedup_window archived ids (default one million), also
+//     across restarts: start-up reloads the ids of the newest data files
+//     into the window (the dataset is the index, so it is exactly as
+//     crash-safe as the files). Copies further apart are not detected by the
+//     archiver; readers (consumers/dataset scans, releases) de-duplicate by
+//     id over everything they read.
 //   - A message that cannot be archived — undecodable, an unknown schema
 //     major version, an invalid trajectory, an unsafe domain or split such
 //     as "../../etc", larger than max_message_bytes — goes to the

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"syscall"
 
 	"github.com/parquet-go/parquet-go"
@@ -42,11 +43,20 @@ func lockDir(dir string) (func(), error) {
 // again). Finalized files whose recorded offsets reach at or beyond the
 // group's committed offset were made durable but not committed: their ids
 // are pinned in the id set so the redelivered copies are dropped.
+//
+// Then the dedup window is refilled from the dataset itself: the ids of the
+// newest data files (by the UTC time in their names) up to dedup_window ids
+// are remembered, so a trajectory id re-published after a restart (a replay
+// re-run, a producer retry) is dropped as it would have been without the
+// restart. The files are the index: they are durable before their offsets
+// are committed, so the index is crash-safe exactly as the dataset is, and
+// there is no second structure to keep consistent.
 func (a *Archiver) recover(ctx context.Context) error {
 	committed, err := a.d.Committed(ctx)
 	if err != nil {
 		return fmt.Errorf("archiver: committed offsets of group %s: %w", a.cfg.Group, err)
 	}
+	var dataFiles []string
 	err = a.d.FS.WalkDir(a.cfg.DatasetDir, func(p string, de fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -62,6 +72,7 @@ func (a *Archiver) recover(ctx context.Context) error {
 			a.Summary.RemovedTemp++
 			a.log.Info("removed temporary file of an interrupted run", "path", p)
 		case IsDataFile(name):
+			dataFiles = append(dataFiles, p)
 			n, err := a.pinIfUncommitted(p, committed)
 			if err != nil {
 				// A visible file the archiver cannot read is not its own
@@ -77,6 +88,46 @@ func (a *Archiver) recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("archiver: start-up scan of %s: %w", a.cfg.DatasetDir, err)
 	}
+	return a.loadRecentIDs(dataFiles)
+}
+
+// loadRecentIDs fills the dedup window with the ids of the newest data
+// files, oldest first so that the FIFO window evicts them in archive order.
+// File names are part-<UTC time>-<run>-<seq>.parquet, so the base names sort
+// in the order the files were opened, across partition directories.
+func (a *Archiver) loadRecentIDs(paths []string) error {
+	if a.cfg.DedupWindow == 0 || len(paths) == 0 {
+		return nil
+	}
+	sort.Slice(paths, func(i, j int) bool { return filepath.Base(paths[i]) > filepath.Base(paths[j]) })
+	var newestFirst [][]string
+	total := 0
+	for _, p := range paths {
+		if total >= a.cfg.DedupWindow {
+			break
+		}
+		f, pf, err := openParquet(a.d.FS, p)
+		if err != nil {
+			a.log.Warn("unreadable dataset file skipped when loading recent ids", "path", p, "err", err)
+			a.m.Errors.WithLabelValues("startup_scan").Inc()
+			continue
+		}
+		ids, err := ReadIDs(pf)
+		f.Close()
+		if err != nil {
+			a.log.Warn("unreadable dataset file skipped when loading recent ids", "path", p, "err", err)
+			a.m.Errors.WithLabelValues("startup_scan").Inc()
+			continue
+		}
+		newestFirst = append(newestFirst, ids)
+		total += len(ids)
+	}
+	for i := len(newestFirst) - 1; i >= 0; i-- {
+		for _, id := range newestFirst[i] {
+			a.ids.add(keyOf(id))
+		}
+	}
+	a.Summary.LoadedIDs = min(total, a.cfg.DedupWindow)
 	return nil
 }
 

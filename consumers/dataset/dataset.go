@@ -37,9 +37,13 @@ type Filter struct {
 	// MinReward and MaxReward bound τ²'s reward, inclusive (nil = unbounded).
 	MinReward *float64 `yaml:"min_reward"`
 	MaxReward *float64 `yaml:"max_reward"`
-	// IncludeInfraErrors also yields trajectories whose status is infra_error (default false:
-	// they carry no reward and are normally excluded).
+	// IncludeInfraErrors also yields trajectories whose status is not ok — infra_error,
+	// not_evaluated (default false: they carry no reward and are normally excluded).
 	IncludeInfraErrors bool `yaml:"include_infra_errors"`
+	// KeepDuplicates yields every row; by default Dataset.Scan yields each trajectory id once
+	// (the first row in file order) and counts the others in Stats.Duplicates, because delivery
+	// is at least once and the archiver's de-duplication has a window (docs/OPERATIONS.md).
+	KeepDuplicates bool `yaml:"keep_duplicates"`
 }
 
 // Validate rejects inverted ranges and unsafe domain names.
@@ -99,8 +103,12 @@ func (f *Filter) matchPartition(path string) bool {
 type Stats struct {
 	// Files is the number of Parquet files opened; FilesPruned were skipped by partition.
 	Files, FilesPruned int
-	// RowsRead is the number of rows decoded; RowsMatched passed the filter.
+	// RowsRead is the number of rows decoded; RowsMatched passed the filter (duplicates
+	// included).
 	RowsRead, RowsMatched int64
+	// Duplicates is the number of matching rows skipped because a row with the same trajectory
+	// id was yielded before (0 with Filter.KeepDuplicates).
+	Duplicates int64
 }
 
 // Dataset is a resolved, sorted list of Parquet files.
@@ -188,14 +196,28 @@ func hidden(name string) bool {
 // readBatch is the number of rows decoded per read call.
 const readBatch = 64
 
-// Scan reads every file in order and calls fn for each trajectory that passes the filter. fn owns
-// the trajectory. A file with an unsupported schema version or a malformed row stops the scan with
+// Scan reads every file in order and calls fn for each trajectory that passes the filter, once per
+// trajectory id unless filter.KeepDuplicates. fn owns the trajectory. A file with an unsupported schema version or a malformed row stops the scan with
 // an error naming the file (errors.Is(err, schemas.ErrUnsupportedVersion) for versions); fn's
 // error stops it too and is returned as is. ctx cancellation is checked between batches.
 func (d *Dataset) Scan(ctx context.Context, filter Filter, fn func(*schemas.Trajectory) error) (Stats, error) {
 	var st Stats
 	if err := filter.Validate(); err != nil {
 		return st, err
+	}
+	if !filter.KeepDuplicates {
+		// One id once: about 40 bytes per matching row for the scan's duration.
+		seen := map[schemas.IDKey]struct{}{}
+		yield := fn
+		fn = func(t *schemas.Trajectory) error {
+			k := schemas.KeyOfID(t.ID)
+			if _, dup := seen[k]; dup {
+				st.Duplicates++
+				return nil
+			}
+			seen[k] = struct{}{}
+			return yield(t)
+		}
 	}
 	for _, path := range d.Files {
 		if !filter.matchPartition(path) {

@@ -57,7 +57,7 @@ var columnDocs = []columnDoc{
 	{"calls.finish_reason", "FinishReason is the server's finish reason (stop, length, abort, …)."},
 	{"calls.invalid_format", "InvalidFormat marks a completion whose tool-call markup failed to parse."},
 	{"calls.latency_ms", "LatencyMS is the wall-clock latency of the call in milliseconds."},
-	{"status", "Status is StatusOK for a real episode; StatusInfraError marks an infrastructure failure, whose reward fields are meaningless and must never reach the trainer."},
-	{"error", "Error describes the infrastructure failure (\"\" when Status is ok)."},
+	{"status", "Status is StatusOK for a real, graded episode; StatusInfraError marks an infrastructure failure and StatusNotEvaluated an episode that could not be graded: the reward fields of both are meaningless and must never reach the trainer."},
+	{"error", "Error describes the infrastructure failure, or why the episode was not evaluated (\"\" when Status is ok)."},
 	{"tags", "Tags are free-form string annotations (producer host, experiment name, …) kept for forward compatibility without a schema change."},
 }

@@ -67,8 +67,12 @@ func (c *Config) Validate() error {
 // Stats reports a run.
 type Stats struct {
 	dataset.Stats
-	// Published is the number of trajectories published.
+	// Published is the number of trajectories the publisher confirmed (a successful Flush after
+	// their Publish); messages buffered when a flush failed are not counted.
 	Published int64
+	// Unconfirmed is the number of trajectories handed to the publisher whose flush failed: they
+	// may or may not have reached the topic.
+	Unconfirmed int64
 	// Bytes is the total size of the published values.
 	Bytes int64
 	// Elapsed is the wall time of the run.
@@ -115,9 +119,27 @@ func Run(ctx context.Context, cfg Config, pub Publisher, m *Metrics, log *slog.L
 	}
 	start := time.Now()
 	bucket := NewTokenBucket(cfg.Rate, cfg.Burst, nil)
-	pending := 0
+	// Messages handed to Publish count as published only once a Flush has confirmed them: a
+	// batching publisher only buffers, and a failed final flush must not report them as sent.
+	var pending, pendingBytes int64
+	flush := func() error {
+		if err := pub.Flush(ctx); err != nil {
+			err = fmt.Errorf("replay: flush (%d trajectories not confirmed): %w", pending, err)
+			st.Unconfirmed += pending
+			pending, pendingBytes = 0, 0
+			return err
+		}
+		st.Published += pending
+		st.Bytes += pendingBytes
+		if m != nil {
+			m.published.Add(float64(pending))
+			m.bytes.Add(float64(pendingBytes))
+		}
+		pending, pendingBytes = 0, 0
+		return nil
+	}
 	dst, err := ds.Scan(ctx, cfg.Filter, func(t *schemas.Trajectory) error {
-		if cfg.Limit > 0 && st.Published >= cfg.Limit {
+		if cfg.Limit > 0 && st.Published+pending >= cfg.Limit {
 			return errLimit
 		}
 		f, err := schemas.FrameTrajectories(t)
@@ -126,10 +148,9 @@ func Run(ctx context.Context, cfg Config, pub Publisher, m *Metrics, log *slog.L
 			return fmt.Errorf("replay: trajectory %s: %w", t.ID, err)
 		}
 		if pending > 0 && bucket.Delay() > 0 {
-			if err := pub.Flush(ctx); err != nil {
-				return fmt.Errorf("replay: flush: %w", err)
+			if err := flush(); err != nil {
+				return err
 			}
-			pending = 0
 		}
 		if err := bucket.Wait(ctx); err != nil {
 			return err
@@ -137,17 +158,10 @@ func Run(ctx context.Context, cfg Config, pub Publisher, m *Metrics, log *slog.L
 		if err := pub.Publish(ctx, f.Key, f.Value, f.Headers); err != nil {
 			return fmt.Errorf("replay: publish trajectory %s: %w", t.ID, err)
 		}
-		st.Published++
-		st.Bytes += int64(len(f.Value))
-		if pending++; pending >= cfg.FlushEvery {
-			if err := pub.Flush(ctx); err != nil {
-				return fmt.Errorf("replay: flush: %w", err)
-			}
-			pending = 0
-		}
-		if m != nil {
-			m.published.Inc()
-			m.bytes.Add(float64(len(f.Value)))
+		pending++
+		pendingBytes += int64(len(f.Value))
+		if pending >= int64(cfg.FlushEvery) {
+			return flush()
 		}
 		return nil
 	})
@@ -158,11 +172,11 @@ func Run(ctx context.Context, cfg Config, pub Publisher, m *Metrics, log *slog.L
 	if errors.Is(err, errLimit) {
 		err = nil
 	}
-	if ferr := pub.Flush(ctx); ferr != nil && err == nil {
-		err = fmt.Errorf("replay: flush: %w", ferr)
+	if ferr := flush(); ferr != nil && err == nil {
+		err = ferr
 	}
 	st.Elapsed = time.Since(start)
-	log.Info("replay finished", "published", st.Published, "bytes", st.Bytes, "rows_read", st.RowsRead,
+	log.Info("replay finished", "published", st.Published, "unconfirmed", st.Unconfirmed, "bytes", st.Bytes, "rows_read", st.RowsRead,
 		"files", st.Files, "files_pruned", st.FilesPruned, "elapsed", st.Elapsed, "error", err)
 	return st, err
 }

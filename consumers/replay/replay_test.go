@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,6 +29,8 @@ type memPublisher struct {
 	msgs    []sent
 	flushed int
 	failAt  int
+	// failFlush makes every Flush fail, as a writer does when the brokers are gone.
+	failFlush bool
 }
 
 func (p *memPublisher) Publish(_ context.Context, key string, value []byte, headers map[string]string) error {
@@ -44,6 +47,9 @@ func (p *memPublisher) Flush(context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.flushed++
+	if p.failFlush {
+		return errors.New("kafka: write: broker unavailable")
+	}
 	return nil
 }
 
@@ -258,5 +264,28 @@ func TestRateIsApplied(t *testing.T) {
 	// 16 trajectories at 200/s with burst 1: at least 15 intervals of 5 ms.
 	if min := time.Duration(len(all)-1) * 5 * time.Millisecond; st.Elapsed < min*9/10 {
 		t.Fatalf("replayed %d in %v at 200/s (want ≥ %v)", st.Published, st.Elapsed, min)
+	}
+}
+
+// TestReplayCountsOnlyConfirmed: messages a batching publisher buffered are not reported as
+// published when the flush that should send them fails (they used to be counted on Publish).
+func TestReplayCountsOnlyConfirmed(t *testing.T) {
+	root, all := archive(t)
+	cfg := DefaultConfig()
+	cfg.Dataset = root
+	cfg.Filter = dataset.Filter{IncludeInfraErrors: true}
+	cfg.FlushEvery = 1000 // only the final flush
+	pub := &memPublisher{failFlush: true}
+	st, err := Run(context.Background(), cfg, pub, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "not confirmed") {
+		t.Fatalf("err = %v, want the failed flush", err)
+	}
+	if st.Published != 0 || st.Unconfirmed != int64(len(all)) {
+		t.Fatalf("published %d, unconfirmed %d; want 0 and %d", st.Published, st.Unconfirmed, len(all))
+	}
+	cfg.FlushEvery = 4
+	pub = &memPublisher{failFlush: true}
+	if st, err = Run(context.Background(), cfg, pub, nil, nil); err == nil || st.Published != 0 || st.Unconfirmed != 4 {
+		t.Fatalf("first flush fails: published %d, unconfirmed %d, err %v", st.Published, st.Unconfirmed, err)
 	}
 }

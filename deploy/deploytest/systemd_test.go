@@ -78,6 +78,39 @@ var batchUnits = map[string]bool{"tau2-replay@.service": true, "tau2-eval@.servi
 // devUnits are the development-only stand-ins (embedded broker, scripted LLM).
 var devUnits = map[string]bool{"tau2-broker.service": true, "tau2-scripted-llm.service": true}
 
+// TestNetworkDropIns: every production unit ships an example drop-in that restricts the hosts it
+// may reach (IPAddressDeny=any, then IPAddressAllow= for its peers), and its unit points at it;
+// the development stand-ins deny the network outright (TestUnitPolicy).
+func TestNetworkDropIns(t *testing.T) {
+	for _, path := range serviceUnits(t) {
+		name := filepath.Base(path)
+		if devUnits[name] {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			rel := "deploy/systemd/examples/" + name + ".d/network.conf"
+			u, err := parseUnit(repoPath(rel))
+			if err != nil {
+				t.Fatalf("no network drop-in example: %v", err)
+			}
+			if deny, _ := u.get("Service", "IPAddressDeny"); deny != "any" {
+				t.Errorf("%s: IPAddressDeny=%q, want any", rel, deny)
+			}
+			allow := u["Service"]["IPAddressAllow"]
+			if len(allow) < 2 || allow[0] != "localhost" {
+				t.Errorf("%s: IPAddressAllow=%q, want localhost and the unit's peers", rel, allow)
+			}
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(raw), rel) {
+				t.Errorf("%s does not point at %s", name, rel)
+			}
+		})
+	}
+}
+
 // TestUnitPolicy holds every unit to the rules of issue 7, statically: the
 // hardening, the restart and stop policy, readiness, and no secrets.
 func TestUnitPolicy(t *testing.T) {

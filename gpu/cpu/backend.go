@@ -16,6 +16,10 @@ type Backend struct {
 	m1, m2 []float32      // AdamW first and second moments, in gpu.ParamSpecs order
 	step   int            // AdamW steps taken (bias correction)
 	closed bool
+	// shard is set once the backend is a data-parallel rank (shard.go): m1, m2 then cover only
+	// the shard, and gshard receives its reduce-scattered gradient.
+	shard  *gpu.Shard
+	gshard []float32
 }
 
 var (
@@ -75,6 +79,9 @@ func (b *Backend) LogProbs(mb *gpu.MicroBatch) (logp, entropy []float32, err err
 		return nil, nil, err
 	}
 	a := b.m.forward(mb, false)
+	if err := b.m.hookErr(); err != nil {
+		return nil, nil, fmt.Errorf("cpu: %w", err)
+	}
 	return a.logp, a.entropy, nil
 }
 
@@ -85,6 +92,9 @@ func (b *Backend) Forward(mb *gpu.MicroBatch) (logp, entropy []float32, err erro
 		return nil, nil, err
 	}
 	a := b.m.forward(mb, true)
+	if err := b.m.hookErr(); err != nil {
+		return nil, nil, fmt.Errorf("cpu: %w", err)
+	}
 	b.last = a
 	return append([]float32(nil), a.logp...), append([]float32(nil), a.entropy...), nil
 }
@@ -108,6 +118,9 @@ func (b *Backend) Backward(dlogp []float32) error {
 	}
 	b.m.backward(b.last, dlogp)
 	b.last = nil
+	if err := b.m.hookErr(); err != nil {
+		return fmt.Errorf("cpu: %w", err)
+	}
 	return nil
 }
 
@@ -120,6 +133,9 @@ func (b *Backend) Step(opt gpu.Optimizer) (float64, error) {
 	}
 	if err := opt.Validate(); err != nil {
 		return 0, fmt.Errorf("cpu: %w", err)
+	}
+	if b.shard != nil {
+		return 0, errSharded
 	}
 	b.last = nil
 	norm := globalNorm(b.m.grads)

@@ -78,6 +78,7 @@ type model[T float] struct {
 	grads   []T
 	p, g    paramViews[T]
 	invFreq []float32
+	hooks   *paramHooks // parameter sharding (paramshard.go); nil: every weight is whole
 }
 
 // newModel copies w's tensors into a flat parameter buffer of type T.
@@ -166,8 +167,11 @@ func (m *model[T]) forward(mb *gpu.MicroBatch, keep bool) *acts[T] {
 		a.layers[i] = newLayerActs[T](c, N)
 	}
 	x := make([]T, N*H)
+	m.need(0)
 	embeddingForward(x, m.p.embed, mb.Tokens, H)
+	m.done(0)
 	for l, lp := range m.p.layers {
+		m.need(l + 1)
 		la := &a.layers[l%nbuf]
 		copy(la.xIn, x)
 		rmsnormForward(la.a, la.rstd1, la.xIn, lp.ln1, N, H, eps)
@@ -187,7 +191,10 @@ func (m *model[T]) forward(mb *gpu.MicroBatch, keep bool) *acts[T] {
 		swigluForward(la.h, la.g, la.u, N*I)
 		matmulForward(la.mlpOut, la.h, lp.wd, N, I, H)
 		residualForward(x, la.xMid, la.mlpOut, N*H)
+		m.done(l + 1)
 	}
+	m.headNeed()
+	defer m.headDone()
 	a.xOut, a.rstdF, a.f = x, make([]T, N), make([]T, N*H)
 	rmsnormForward(a.f, a.rstdF, a.xOut, m.p.norm, N, H, eps)
 	a.lseHead = make([]T, len(a.plan.rows))
@@ -204,9 +211,11 @@ func (m *model[T]) backward(a *acts[T], dlogp []T) {
 	N, H, I, Q, KV := a.n, c.HiddenSize, c.IntermediateSize, c.QDim(), c.KVDim()
 	nh, nkv, hd := c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
 	df := make([]T, N*H)
+	m.headNeed()
 	logprobBackward(df, m.g.lmHead, dlogp, a.lseHead, a.f, m.p.lmHead, mb.Tokens, a.plan, H, c.VocabSize)
 	dx := make([]T, N*H) // gradient of the residual stream at the current depth
 	rmsnormBackward(dx, m.g.norm, df, a.xOut, m.p.norm, a.rstdF, N, H)
+	m.headDone()
 
 	dxMid, dmlp := make([]T, N*H), make([]T, N*H)
 	dh, dg, du, db := make([]T, N*I), make([]T, N*I), make([]T, N*I), make([]T, N*H)
@@ -214,6 +223,7 @@ func (m *model[T]) backward(a *acts[T], dlogp []T) {
 	dqr, dkr, dv := make([]T, N*Q), make([]T, N*KV), make([]T, N*KV)
 	dqn, dkn, dq, dk, da := make([]T, N*Q), make([]T, N*KV), make([]T, N*Q), make([]T, N*KV), make([]T, N*H)
 	for l := c.NumHiddenLayers - 1; l >= 0; l-- {
+		m.need(l + 1)
 		lp, gp, la := m.p.layers[l], m.g.layers[l], &a.layers[l]
 		for _, b := range [][]T{dxMid, dmlp, dh, dg, du, db, dxIn, dattn, datt, dqr, dkr, dv, dqn, dkn, dq, dk, da} {
 			clear(b)
@@ -237,7 +247,9 @@ func (m *model[T]) backward(a *acts[T], dlogp []T) {
 		matmulBackward(da, gp.wk, dk, la.a, lp.wk, N, H, KV)
 		matmulBackward(da, gp.wv, dv, la.a, lp.wv, N, H, KV)
 		rmsnormBackward(dxIn, gp.ln1, da, la.xIn, lp.ln1, la.rstd1, N, H)
+		m.done(l + 1)
 		dx, dxIn = dxIn, dx
 	}
+	// The embedding gradient reads no weight: no gather.
 	embeddingBackward(m.g.embed, dx, mb.Tokens, H)
 }

@@ -21,6 +21,9 @@ func (b *Backend) SaveOptimizerState(dir string) error {
 	if b.closed {
 		return errClosed
 	}
+	if b.shard != nil {
+		return errSharded
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("cpu: save optimizer state: %w", err)
 	}
@@ -45,6 +48,9 @@ func (b *Backend) SaveOptimizerState(dir string) error {
 func (b *Backend) LoadOptimizerState(dir string) error {
 	if b.closed {
 		return errClosed
+	}
+	if b.shard != nil {
+		return errSharded
 	}
 	path := filepath.Join(dir, gpu.OptimizerStateFile)
 	f, err := os.Open(path)

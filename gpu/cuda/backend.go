@@ -50,6 +50,9 @@ type Backend struct {
 	// stateErr is set when LoadOptimizerState failed half-way through replacing the state; Step
 	// and SaveOptimizerState refuse to run on such a state until a load succeeds.
 	stateErr error
+	// shard is set once the backend is a data-parallel rank (shard.go): master, m and v then hold
+	// only the shard's elements, and param/grad are padded to World·Len.
+	shard *gpu.Shard
 }
 
 // layerOffsets are the element offsets of one layer's tensors; qkv points at q_proj, which k_proj
@@ -137,11 +140,20 @@ func NewRandom(cfg gpu.Config, seed uint64, opt Options) (*Backend, error) {
 
 func alignUp(x, a int) int { return (x + a - 1) / a * a }
 
-// layout assigns offsets in gpu.ParamSpecs order (64-element aligned, except tensors fused with
-// their predecessor) and allocates the five flat buffers.
-func (b *Backend) layout() error {
+// paramLayout is the flat parameter layout shared by the trainer (Backend) and the serving
+// Decoder: offsets in gpu.ParamSpecs order, 64-element aligned, except tensors fused with their
+// predecessor (q/k/v, gate/up), which follow it contiguously.
+type paramLayout struct {
+	offs                map[string]int
+	total               int
+	embed, norm, lmHead int // lmHead == embed when tied
+	layers              []layerOffsets
+}
+
+func newParamLayout(cfg gpu.Config, specs []gpu.ParamSpec) paramLayout {
+	pl := paramLayout{offs: map[string]int{}}
 	o := 0
-	for _, s := range b.specs {
+	for _, s := range specs {
 		suffix := s.Name
 		if i := lastDot2(s.Name); i >= 0 {
 			suffix = s.Name[i:]
@@ -149,23 +161,30 @@ func (b *Backend) layout() error {
 		if !contiguous[suffix] {
 			o = alignUp(o, 64)
 		}
-		b.offs[s.Name] = o
+		pl.offs[s.Name] = o
 		o += s.Size()
 	}
-	b.total = alignUp(o, 64)
-	b.embed, b.norm = b.offs[gpu.NameEmbed], b.offs[gpu.NameNorm]
-	b.lmHead = b.embed
-	if !b.cfg.TieWordEmbeddings {
-		b.lmHead = b.offs[gpu.NameLMHead]
+	pl.total = alignUp(o, 64)
+	pl.embed, pl.norm = pl.offs[gpu.NameEmbed], pl.offs[gpu.NameNorm]
+	pl.lmHead = pl.embed
+	if !cfg.TieWordEmbeddings {
+		pl.lmHead = pl.offs[gpu.NameLMHead]
 	}
-	for l := range b.cfg.NumHiddenLayers {
-		at := func(s string) int { return b.offs[gpu.LayerName(l, s)] }
-		b.layers = append(b.layers, layerOffsets{
+	for l := range cfg.NumHiddenLayers {
+		at := func(s string) int { return pl.offs[gpu.LayerName(l, s)] }
+		pl.layers = append(pl.layers, layerOffsets{
 			ln1: at("input_layernorm.weight"), qkv: at("self_attn.q_proj.weight"),
 			qn: at("self_attn.q_norm.weight"), kn: at("self_attn.k_norm.weight"), o: at("self_attn.o_proj.weight"),
 			ln2: at("post_attention_layernorm.weight"), gu: at("mlp.gate_proj.weight"), down: at("mlp.down_proj.weight"),
 		})
 	}
+	return pl
+}
+
+// layout assigns offsets (newParamLayout) and allocates the five flat buffers.
+func (b *Backend) layout() error {
+	pl := newParamLayout(b.cfg, b.specs)
+	b.offs, b.total, b.embed, b.norm, b.lmHead, b.layers = pl.offs, pl.total, pl.embed, pl.norm, pl.lmHead, pl.layers
 	var err error
 	for _, p := range []struct {
 		dst  *dptr
@@ -290,6 +309,9 @@ func (b *Backend) Step(opt gpu.Optimizer) (float64, error) {
 	if b.stateErr != nil {
 		return 0, fmt.Errorf("cuda: step: %w", b.stateErr)
 	}
+	if b.shard != nil {
+		return 0, errSharded
+	}
 	var ss C.double
 	s := b.newSeq()
 	s.do("gradient norm", func() C.t2_status { return C.t2_sumsq(&ss, f32p(b.partial), f32p(b.grad), csz(b.total)) })
@@ -337,7 +359,7 @@ func (b *Backend) Weights() (*gpu.Weights, error) {
 	}
 	w := &gpu.Weights{Config: b.cfg, Tensors: map[string][]float32{}}
 	for _, s := range b.specs {
-		t, err := b.tensor(b.master, s)
+		t, err := b.weightTensor(s)
 		if err != nil {
 			return nil, err
 		}
@@ -368,6 +390,9 @@ func (b *Backend) Save(dir string, dtype gpu.DType) error {
 	if err := b.enter(); err != nil {
 		return err
 	}
+	if b.shard != nil && dtype != gpu.BF16 {
+		return fmt.Errorf("cuda: a data-parallel rank holds its weights in full only in bfloat16 (the fp32 masters are sharded): save %s, not %s", gpu.BF16, dtype)
+	}
 	byName := map[string]gpu.ParamSpec{}
 	for _, s := range b.specs {
 		byName[s.Name] = s
@@ -377,7 +402,7 @@ func (b *Backend) Save(dir string, dtype gpu.DType) error {
 		if !ok {
 			return nil, fmt.Errorf("cuda: no tensor %s", name)
 		}
-		return b.tensor(b.master, s)
+		return b.weightTensor(s)
 	})
 }
 

@@ -10,8 +10,8 @@
 #
 # Logs and JSON reports go to $OUT (or ./gpu-report); each stage has its own time limit (T_TEST,
 # T_SAN, T_BENCH, T_TORCH seconds) so one slow stage cannot eat the others' time; T2_TEST_RUN,
-# T2_SAN_RUN and T2_BENCH_RUN (Go test/benchmark regexps), T2_BENCH_SHAPES and T2_TORCH_SHAPES
-# narrow the stages.
+# T2_SAN_RUN and T2_BENCH_RUN (Go test/benchmark regexps), T2_SAN_TOOLS (default "memcheck
+# racecheck"), T2_BENCH_SHAPES and T2_TORCH_SHAPES narrow the stages.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-report}
@@ -50,7 +50,7 @@ if has test; then
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
 if has sanitize; then
-  for tool in memcheck racecheck; do
+  for tool in ${T2_SAN_TOOLS:-memcheck racecheck}; do
     tests='TestMatchesCPUReference|TestRecomputeAndChunking|TestStepIsAdamW'
     [[ $tool == racecheck ]] && tests='TestRecomputeAndChunking|TestStepIsAdamW'
     tests=${T2_SAN_RUN:-$tests}

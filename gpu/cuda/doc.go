@@ -1,5 +1,6 @@
 // Package cuda is the NVIDIA GPU implementation of gpu.Backend: a Qwen3 dense causal LM trained in
-// bf16 with fp32 master weights, over packed prefix-tree micro-batches, through cgo and CUDA.
+// bf16 with fp32 master weights, over packed prefix-tree micro-batches, through cgo and CUDA; and
+// of gpu.Decoder (decoder.go), the sampler's forward pass over a paged KV cache.
 //
 // Everything that touches cgo or CUDA sits behind the `cuda` build tag, so `go build ./...` and
 // `go vet ./...` without the tag compile only this file and options.go (no C toolchain, no CUDA).
@@ -20,6 +21,9 @@
 //	logprob.cu     chunked log-softmax gather + entropy over the vocabulary, and its backward, run
 //	               only on head rows (parents of nodes gpu.MicroBatch.Score marks), gathered densely
 //	adamw.cu       global gradient norm, clipping, AdamW on fp32 masters with bf16 copies
+//	paged_attention.cu  serving: new K/V into a paged cache, split-K attention over cached context
+//	               merged with FA2 over the step's tokens
+//	sample.cu      serving: gpu.SampleLogits on the device (greedy, temperature, top-k/p, min-p)
 //
 // The Go side (backend.go, layer.go) owns the parameter layout (one flat buffer per kind: fp32
 // master, bf16 copy, fp32 gradient, AdamW m and v, in gpu.ParamSpecs order so q/k/v and gate/up

@@ -1,6 +1,10 @@
 # gpu/cuda/gpu.mk: the CUDA backend's build, tests and benchmarks; included by the top Makefile.
 #
-#   make gpu        nvcc csrc/*.cu -> gpu/cuda/build/libt2cuda.a, then go build -tags cuda ./gpu/cuda/
+#   make gpu        nvcc csrc/*.cu -> gpu/cuda/build/libt2cuda.a and gpu/collective/nccl/csrc/t2nccl.cu ->
+#                   gpu/collective/nccl/build/libt2nccl.a, then go build -tags cuda of gpu/cuda, the NCCL
+#                   collectives and gpu/dp
+#   make gpu-dp-test  the -tags cuda tests of gpu/dp: NCCL world 1 = plain CUDA, the memory model
+#                   against the allocator (docs/MULTIGPU.md)
 #   make gpu-test   the -tags cuda tests: kernels vs gpu/cpu, tree-packed vs unpacked, and the PyTorch
 #                   check (gpu/cuda/pytorch/check.py: transformers Qwen3ForCausalLM, autograd,
 #                   torch.optim.AdamW) when python3 has torch and transformers
@@ -22,6 +26,22 @@ GPU_LIB := $(GPU_DIR)/build/libt2cuda.a
 GPU_CGO_LDFLAGS := $(if $(wildcard $(CUDA_HOME)/lib64),-L$(CUDA_HOME)/lib64)
 GPU_BENCHTIME ?= 5x
 
+# NCCL: headers and library from NCCL_HOME (default: the nvidia-nccl wheel next to PyTorch, else
+# CUDA_HOME). The wheel ships libnccl.so.2 without the libnccl.so link the linker looks for, so the
+# build directory gets one; the rpath lets the binaries find the library at run time.
+NCCL_HOME ?= $(or $(shell python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null),$(CUDA_HOME))
+NCCL_SO = $(firstword $(wildcard $(NCCL_HOME)/lib64/libnccl.so* $(NCCL_HOME)/lib/libnccl.so*))
+NCCL_LIBDIR = $(if $(NCCL_SO),$(dir $(NCCL_SO)),/usr/lib/x86_64-linux-gnu/)
+NCCL_CGO_LDFLAGS = -L$(NCCL_LIBDIR) -Wl,-rpath,$(NCCL_LIBDIR)
+NCCL_GO_DIR := gpu/collective/nccl
+NCCL_LIB := $(NCCL_GO_DIR)/build/libt2nccl.a
+
+$(NCCL_LIB): $(NCCL_GO_DIR)/csrc/t2nccl.cu $(NCCL_GO_DIR)/csrc/t2nccl.h
+	@mkdir -p $(@D)
+	$(NVCC) $(GPU_NVCCFLAGS) $(if $(wildcard $(NCCL_HOME)/include/nccl.h),-I$(NCCL_HOME)/include) -c $< -o $(@D)/t2nccl.o
+	rm -f $@ && ar rcs $@ $(@D)/t2nccl.o
+	@[ -e $(NCCL_LIBDIR)libnccl.so ] || ln -sf $$(ls $(NCCL_LIBDIR)libnccl.so.* | head -1) $(@D)/libnccl.so
+
 $(GPU_DIR)/build/%.o: $(GPU_DIR)/csrc/%.cu $(GPU_DIR)/csrc/t2cuda.h $(GPU_DIR)/csrc/common.cuh $(GPU_DIR)/csrc/attention_impl.h $(GPU_DIR)/csrc/vec.cuh
 	@mkdir -p $(@D)
 	$(NVCC) $(GPU_NVCCFLAGS) -c $< -o $@
@@ -30,26 +50,30 @@ $(GPU_LIB): $(GPU_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-.PHONY: gpu gpu-test gpu-bench gpu-clean
-gpu: $(GPU_LIB)
-	CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(CGO_LDFLAGS)" go build -tags cuda ./gpu/cuda/
+.PHONY: gpu gpu-test gpu-bench gpu-clean gpu-dp-test
+gpu: $(GPU_LIB) $(NCCL_LIB)
+	CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(NCCL_CGO_LDFLAGS) $(CGO_LDFLAGS)" go build -tags cuda ./gpu/cuda/ ./gpu/collective/... ./gpu/dp/
+
+gpu-dp-test: gpu
+	NCCL_NVLS_ENABLE=0 CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(NCCL_CGO_LDFLAGS) $(CGO_LDFLAGS)" go test -tags cuda -count=1 -v \
+		-run 'CUDA|NCCL' ./gpu/dp/
 
 gpu-test: gpu
-	CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(CGO_LDFLAGS)" go test -tags cuda -count=1 -v ./gpu/cuda/
+	CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(NCCL_CGO_LDFLAGS) $(CGO_LDFLAGS)" go test -tags cuda -count=1 -v ./gpu/cuda/
 
 gpu-bench: gpu
-	CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(CGO_LDFLAGS)" go test -tags cuda -count=1 -run '^$$' \
+	CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(NCCL_CGO_LDFLAGS) $(CGO_LDFLAGS)" go test -tags cuda -count=1 -run '^$$' \
 		-bench . -benchtime $(GPU_BENCHTIME) -timeout 60m ./gpu/cuda/
 	python3 $(GPU_DIR)/pytorch/bench.py
 
 gpu-clean:
-	rm -rf $(GPU_DIR)/build
+	rm -rf $(GPU_DIR)/build $(NCCL_GO_DIR)/build
 
 # gpu-trainer builds bin/tau2-trainer with the CUDA backend linked in (backend=cuda).
 .PHONY: gpu-trainer
-gpu-trainer: $(GPU_LIB)
+gpu-trainer: $(GPU_LIB) $(NCCL_LIB)
 	@mkdir -p $(BIN)
-	CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(CGO_LDFLAGS)" go build -tags cuda -o $(BIN)/tau2-trainer ./cmd/tau2-trainer
+	CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(NCCL_CGO_LDFLAGS) $(CGO_LDFLAGS)" go build -tags cuda -o $(BIN)/tau2-trainer ./cmd/tau2-trainer
 
 # gpu-sampler builds bin/tau2-sampler with the CUDA decoder linked in (backend=cuda).
 .PHONY: gpu-sampler

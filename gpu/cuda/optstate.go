@@ -47,6 +47,9 @@ func (b *Backend) SaveOptimizerState(dir string) error {
 	if b.stateErr != nil {
 		return fmt.Errorf("cuda: save optimizer state: %w", b.stateErr)
 	}
+	if b.shard != nil {
+		return errSharded
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("cuda: save optimizer state: %w", err)
 	}
@@ -72,6 +75,9 @@ func (b *Backend) SaveOptimizerState(dir string) error {
 func (b *Backend) LoadOptimizerState(dir string) error {
 	if err := b.enter(); err != nil {
 		return err
+	}
+	if b.shard != nil {
+		return errSharded
 	}
 	path := filepath.Join(dir, gpu.OptimizerStateFile)
 	f, err := safetensors.Open(path)

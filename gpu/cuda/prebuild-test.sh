@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# prebuild-test.sh: build the -tags cuda test binary HERE (a machine with Go and any nvcc ≥ 11.8)
+# prebuild-test.sh: build the -tags cuda test binary HERE (a machine with Go, and nvcc ≥ 11.8 or just gcc)
 # for a GPU machine that has CUDA but no Go, when carrying a Go toolchain (.gotool, ~35 MB) would
 # push the working tree over the device tool's 64 MiB limit.
 #
@@ -14,11 +14,22 @@ root=$(git rev-parse --show-toplevel)
 cd "$root"
 grep -qx '/.devbin/' .git/info/exclude 2>/dev/null || echo '/.devbin/' >> .git/info/exclude
 mkdir -p .devbin/stub
-cuda=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
-libdir=$cuda/lib64
-[[ -d $libdir ]] || libdir=/usr/lib/x86_64-linux-gnu
-make -f gpu/cuda/gpu.mk -j"$(nproc)" gpu/cuda/build/libt2cuda.a NVCC="$(command -v nvcc)" >/dev/null
-g++ -shared -o .devbin/stub/libt2cuda.so gpu/cuda/build/*.o -L"$libdir" -lcublas -lcudart
+if command -v nvcc >/dev/null; then
+  cuda=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
+  libdir=$cuda/lib64
+  [[ -d $libdir ]] || libdir=/usr/lib/x86_64-linux-gnu
+  make -f gpu/cuda/gpu.mk -j"$(nproc)" gpu/cuda/build/libt2cuda.a NVCC="$(command -v nvcc)" >/dev/null
+  g++ -shared -o .devbin/stub/libt2cuda.so gpu/cuda/build/*.o -L"$libdir" -lcublas -lcudart
+else
+  # No CUDA here: the binary only needs the t2_* symbols to link (the GPU machine's real library
+  # replaces this one at run time), so stub them from the header; cuBLAS and cudart are dropped by
+  # --as-needed, empty stand-ins satisfy -lcublas -lcudart.
+  grep -o 't2_[a-z0-9_]*(' gpu/cuda/csrc/t2cuda.h | tr -d '(' | sort -u | grep -vx t2_status |
+    awk '{print "void "$1"(void){}"}' > .devbin/stub/stub.c
+  gcc -shared -fPIC -o .devbin/stub/libt2cuda.so .devbin/stub/stub.c
+  echo 'void t2_no_cuda_(void){}' > .devbin/stub/empty.c
+  for l in cublas cudart; do gcc -shared -fPIC -o .devbin/stub/lib$l.so .devbin/stub/empty.c; done
+fi
 CGO_ENABLED=1 CGO_LDFLAGS="-Wl,--as-needed -L$root/.devbin/stub" \
   go test -tags cuda -c -ldflags='-s -w' -o .devbin/cuda.test ./gpu/cuda/
 echo "prebuild-test: $(du -h .devbin/cuda.test | cut -f1) .devbin/cuda.test needs:" \

@@ -127,11 +127,16 @@ func (b *Backend) SetProfiling(on bool) error {
 // Profile returns the profiled device time per operation, largest first (nil when profiling is
 // off).
 func (b *Backend) Profile() []OpTime {
-	if b.prof == nil {
+	return b.prof.sorted()
+}
+
+// sorted returns the totals, largest first (nil for a nil profiler).
+func (p *profiler) sorted() []OpTime {
+	if p == nil {
 		return nil
 	}
-	out := make([]OpTime, 0, len(b.prof.totals))
-	for _, t := range b.prof.totals {
+	out := make([]OpTime, 0, len(p.totals))
+	for _, t := range p.totals {
 		out = append(out, *t)
 	}
 	sort.Slice(out, func(i, j int) bool {

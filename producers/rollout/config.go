@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"tau2rl/lib/inference/chattemplate"
 	"tau2rl/lib/inference/llm"
 	"tau2rl/lib/tau2/episode"
@@ -32,7 +30,9 @@ type PolicyConfig struct {
 	// Backend is the token-mode server: "sglang" (default, POST /generate)
 	// or "vllm" (POST /v1/completions).
 	Backend string `yaml:"backend"`
-	// Model is vLLM's served model name.
+	// Model is vLLM's served model name, sent as "model" with every
+	// request; required with backend vllm (not guessed from /v1/models,
+	// which also lists LoRA adapters).
 	Model string `yaml:"model"`
 	// Endpoints are the token-mode inference servers (data-parallel;
 	// calls go to the least busy). Each is a base URL or a mapping of
@@ -134,6 +134,10 @@ func (c *RunnerConfig) Validate() error {
 		if c.Policy.Backend != llm.BackendSGLang && c.Policy.Backend != llm.BackendVLLM {
 			errs = append(errs, fmt.Errorf("policy.backend: %q is not sglang or vllm", c.Policy.Backend))
 		}
+		if c.Policy.Backend == llm.BackendVLLM && c.Policy.Model == "" {
+			// Not guessed from /v1/models: with LoRA adapters it lists several models.
+			errs = append(errs, errors.New("policy.model: required with policy.backend=vllm (the served model name, vllm serve --served-model-name)"))
+		}
 	case ModeChat:
 		if c.Policy.Chat.Endpoint.BaseURL == "" {
 			errs = append(errs, errors.New("policy.chat.endpoint.base_url: required in chat mode"))
@@ -177,6 +181,9 @@ type Config struct {
 	PublishInfraTrajectories bool `yaml:"publish_infra_trajectories"`
 	// Tags are added to every trajectory.
 	Tags map[string]string `yaml:"tags"`
+	// SelfDriven makes the producer issue its own requests (a task list × trials) and exit when
+	// they are done, instead of reading the rollout-requests topic.
+	SelfDriven SelfDrivenConfig `yaml:"self_driven"`
 }
 
 // DefaultConfig returns the documented defaults.
@@ -188,6 +195,7 @@ func DefaultConfig() Config {
 		MaxHeadOffpolicyness:     2,
 		ShutdownGrace:            60 * time.Second,
 		PublishInfraTrajectories: true,
+		SelfDriven:               DefaultSelfDrivenConfig(),
 	}
 }
 
@@ -212,6 +220,9 @@ func (c *Config) Validate() error {
 	if c.ShutdownGrace < 0 || c.Episodes < 0 {
 		errs = append(errs, errors.New("shutdown_grace and episodes must be ≥ 0"))
 	}
+	if err := c.SelfDriven.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("producer config: %w", errors.Join(errs...))
 	}
@@ -219,25 +230,11 @@ func (c *Config) Validate() error {
 }
 
 // Endpoint is an llm.EndpointConfig that may also be written as just its
-// base URL (policy.endpoints=[http://host:30000]).
+// base URL (policy.endpoints=[http://host:30000]). Its UnmarshalYAML is
+// llm.EndpointConfig's (promoted): a list element starts from
+// llm.DefaultEndpointConfig and takes the keys its mapping names.
 type Endpoint struct {
 	llm.EndpointConfig `yaml:",inline"`
-}
-
-// UnmarshalYAML accepts a URL string or a mapping; unset fields get
-// llm.DefaultEndpointConfig's values.
-func (e *Endpoint) UnmarshalYAML(n *yaml.Node) error {
-	c := llm.DefaultEndpointConfig()
-	if n.Kind == yaml.ScalarNode {
-		c.BaseURL = n.Value
-		e.EndpointConfig = c
-		return nil
-	}
-	if err := n.Decode(&c); err != nil {
-		return err
-	}
-	e.EndpointConfig = c
-	return nil
 }
 
 // MarshalYAML prints the endpoint's fields (--print-config): without it the YAML encoder sees the

@@ -19,7 +19,7 @@ type KafkaIO struct {
 }
 
 // OpenKafka creates the topics the producer uses (if absent) and opens its
-// clients: the request reader in group, dead letters, and the trajectory and
+// clients: the request reader in group (none when group is "": self-driven mode), dead letters, and the trajectory and
 // infra-error writers. km may be nil.
 func OpenKafka(ctx context.Context, kc tkafka.Config, group string, km *tkafka.Metrics) (*KafkaIO, error) {
 	t := kc.Topics
@@ -42,6 +42,9 @@ func OpenKafka(ctx context.Context, kc tkafka.Config, group string, km *tkafka.M
 		io.Close()
 		return nil, err
 	}
+	if group == "" {
+		return io, nil // self-driven: requests are made in-process, the group is not joined
+	}
 	if io.Requests, err = tkafka.NewGroupReader(kc, group, []string{t.RolloutRequests}, km); err != nil {
 		io.Close()
 		return nil, err
@@ -51,7 +54,10 @@ func OpenKafka(ctx context.Context, kc tkafka.Config, group string, km *tkafka.M
 
 // Deps fills the Kafka parts of the service's dependencies.
 func (io *KafkaIO) Deps(d Deps, kc tkafka.Config) Deps {
-	d.Source, d.DeadLetters, d.Trajectories, d.InfraErrors = io.Requests, io.DeadLetters, io.Trajectories, io.InfraErrors
+	d.DeadLetters, d.Trajectories, d.InfraErrors = io.DeadLetters, io.Trajectories, io.InfraErrors
+	if io.Requests != nil { // a nil *GroupReader must not become a non-nil Source
+		d.Source = io.Requests
+	}
 	d.MaxMessageBytes = kc.MaxMessageBytes
 	return d
 }

@@ -2,17 +2,21 @@ package rollout_test
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"tau2rl/consumers/archiver"
 	"tau2rl/consumers/dataset"
+	"tau2rl/lib/inference/llmtest"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/env"
 	"tau2rl/lib/tau2/episode"
 	"tau2rl/producers/rollout"
+	"tau2rl/producers/scripted"
 	"tau2rl/schemas"
 )
 
@@ -311,5 +315,88 @@ func TestRedeliveryAfterKilledProducer(t *testing.T) {
 	}
 	if c, e := committed(t, kc, cfg.ConsumerGroup); c != e {
 		t.Errorf("committed %d of %d", c, e)
+	}
+}
+
+// TestInfraErrorKeepsCallLinks: an episode that fails after policy calls (the
+// user simulator dies mid-episode) is published with its calls, and its
+// assistant messages keep call_index pointing at them; only the partial on
+// the infra-error topic drops calls and links (issue 13 item 7: every
+// message of the trajectory had call_index -1 because the partial shared its
+// messages).
+func TestInfraErrorKeepsCallLinks(t *testing.T) {
+	kc := broker(t)
+	tk, _ := qwen3(t)
+	needData(t)
+	scfg := scripted.DefaultConfig()
+	scfg.ErrorRate = 0
+	script, err := scripted.New(scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	userCalls := 0
+	srv, err := llmtest.NewServer(tk, llmtest.ScriptFunc(func(ctx context.Context, c *llmtest.Call) (llmtest.Reply, error) {
+		if c.API == llmtest.APIChat {
+			mu.Lock()
+			userCalls++
+			n := userCalls
+			mu.Unlock()
+			if n > 2 { // the user simulator answers twice, then fails for good
+				return llmtest.Reply{}, errors.New("user simulator down")
+			}
+		}
+		return script.Reply(ctx, c)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	cfg := producerConfig(t, srv.URL)
+	cfg.Episodes = 1
+	req := request("airline", "train", taskIDs(t, "airline", "train", 1)[0], 1, 0)
+	publishRequests(t, kc, req)
+	svc, _ := startProducer(t, cfg, kc, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := svc.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	msgs := drain(t, kc, kc.Topics.Trajectories, 1, 15*time.Second)
+	if len(msgs) != 1 {
+		t.Fatalf("%d trajectory messages, want 1", len(msgs))
+	}
+	trajs, err := schemas.UnframeTrajectories(msgs[0].Value, tkafka.HeaderMap(msgs[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := trajs[0]
+	if tr.Status != schemas.StatusInfraError || len(tr.Calls) == 0 {
+		t.Fatalf("want an infra error after policy calls: status %s, %d calls (%s)", tr.Status, len(tr.Calls), tr.Error)
+	}
+	linked := map[int]bool{}
+	for _, m := range tr.Messages {
+		if m.CallIndex >= 0 {
+			if m.Role != schemas.RoleAssistant {
+				t.Errorf("%s message linked to call %d", m.Role, m.CallIndex)
+			}
+			linked[m.CallIndex] = true
+		}
+	}
+	if len(linked) != len(tr.Calls) {
+		t.Fatalf("%d of %d calls linked from messages", len(linked), len(tr.Calls))
+	}
+	infra := drain(t, kc, kc.Topics.InfraErrors, 1, 15*time.Second)
+	var ie schemas.InfraError
+	if err := schemas.UnframeControl(infra[0].Value, tkafka.HeaderMap(infra[0]), &ie); err != nil {
+		t.Fatal(err)
+	}
+	if ie.Partial == nil || ie.Partial.Calls != nil {
+		t.Fatalf("partial %+v should be present without calls", ie.Partial)
+	}
+	for _, m := range ie.Partial.Messages {
+		if m.CallIndex != -1 {
+			t.Fatalf("partial message linked to call %d without calls", m.CallIndex)
+		}
 	}
 }

@@ -36,7 +36,7 @@ func LoadTokenizer(path string) (*tokenizer.Tokenizer, error) {
 	if path == "" {
 		dir, err := tokenizer.LocateQwen3()
 		if err != nil {
-			return nil, fmt.Errorf("rollout: policy.tokenizer not set and %w", err)
+			return nil, fmt.Errorf("rollout: no Qwen3 tokenizer: set policy.tokenizer to its tokenizer.json, or $%s to its directory: %w", tokenizer.EnvDir, err)
 		}
 		path = filepath.Join(dir, "tokenizer.json")
 	}

@@ -246,6 +246,10 @@ func (s *Service) fetchLoop(ctx, work context.Context, wg *sync.WaitGroup) error
 			if ctx.Err() != nil {
 				return nil
 			}
+			if errors.Is(err, ErrRequestsDone) {
+				s.log.Info("every request handed out: finishing the groups in flight", "episodes", started)
+				return nil
+			}
 			return fmt.Errorf("rollout: fetch request: %w", err)
 		}
 		n, err := s.handle(ctx, work, msg, wg)
@@ -467,7 +471,7 @@ func (s *Service) observe(domain string, res *episode.Result, d time.Duration) {
 	}
 	if res.Infra != nil {
 		s.m.InfraErrors.WithLabelValues(domain, res.Infra.Stage).Inc()
-	} else {
+	} else if tr.Status == schemas.StatusOK { // not_evaluated episodes have no reward to observe
 		s.m.Reward.WithLabelValues(domain).Observe(tr.Reward)
 		s.m.ShapedReward.WithLabelValues(domain).Observe(tr.ShapedReward)
 	}
@@ -488,6 +492,9 @@ func (s *Service) publish(ctx context.Context, domain string, req schemas.Rollou
 		if r.Infra != nil {
 			partial := *r.Traj
 			partial.Calls = nil // token arrays stay out of the operator-facing topic
+			// The partial gets its own messages: the trajectory published below keeps its calls
+			// and so its message→call links (sharing the slice unlinked every message of it).
+			partial.Messages = append([]schemas.Message(nil), r.Traj.Messages...)
 			for i := range partial.Messages {
 				partial.Messages[i].CallIndex = -1
 			}

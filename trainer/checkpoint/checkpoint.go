@@ -8,7 +8,9 @@
 //	    config.json         written by the backend (gpu.Backend.Save)
 //	    model.safetensors
 //	    optimizer.safetensors  AdamW moments, step count and fp32 master weights
-//	                        (gpu.OptimizerStateSaver), when the backend can save them
+//	                        (gpu.OptimizerStateSaver), when the backend can save them; a
+//	                        data-parallel backend (gpu/dp) writes one file per rank instead,
+//	                        optimizer-rank-<r>-of-<N>.safetensors
 //	    trainer_state.json  State: version, step, whether the optimizer state is there, commit
 //	                        targets, trained ids above them, admission
 //	.tmp-v<N>-<pid>/        a checkpoint being written; never read, removed at start
@@ -43,6 +45,7 @@ import (
 	"time"
 
 	"tau2rl/gpu"
+	"tau2rl/gpu/dp"
 	"tau2rl/trainer/offsets"
 )
 
@@ -157,6 +160,12 @@ func (m *Manager) LoadOptimizer(dir string, st State, be gpu.Backend) (bool, err
 		return false, nil
 	}
 	if err := saver.LoadOptimizerState(dir); err != nil {
+		if _, isGroup := be.(*dp.Group); !isGroup {
+			if sharded, _ := dp.HasShards(dir); sharded {
+				return false, fmt.Errorf("checkpoint: %s holds optimizer state sharded by a data-parallel trainer "+
+					"(optimizer-rank-*.safetensors); resume it with parallel.devices set (any number of GPUs, one included): %w", dir, err)
+			}
+		}
 		return false, fmt.Errorf("checkpoint: %s records optimizer state, but it cannot be restored: %w", dir, err)
 	}
 	return true, nil
@@ -197,9 +206,12 @@ func (m *Manager) Save(st State, write func(dir string) error) (string, error) {
 		st.Optimizer = OptimizerNotSaved
 	case OptimizerNotSaved:
 	case OptimizerSaved:
+		// The unsharded file, or a data-parallel backend's complete set of per-rank shards.
 		if fi, err := os.Stat(filepath.Join(tmp, gpu.OptimizerStateFile)); err != nil || !fi.Mode().IsRegular() {
-			return fail(fmt.Errorf("checkpoint: v%d: state says optimizer %q but the model writer left no %s",
-				st.Version, OptimizerSaved, gpu.OptimizerStateFile))
+			if ok, serr := dp.HasShards(tmp); !ok {
+				return fail(fmt.Errorf("checkpoint: v%d: state says optimizer %q but the model writer left no %s nor optimizer shards (%v)",
+					st.Version, OptimizerSaved, gpu.OptimizerStateFile, serr))
+			}
 		}
 	default:
 		return fail(fmt.Errorf("checkpoint: v%d: optimizer %q, want %q or %q", st.Version, st.Optimizer, OptimizerSaved, OptimizerNotSaved))

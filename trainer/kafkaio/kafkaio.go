@@ -6,6 +6,7 @@ package kafkaio
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
@@ -20,6 +21,9 @@ const DefaultGroup = "trainer"
 type Source struct {
 	r  *tkafka.GroupReader
 	dl *tkafka.DeadLetters
+	// Log receives a warning for every dead-lettered message (the operator's only sign of it
+	// besides the dead-letter counter); nil discards.
+	Log *slog.Logger
 }
 
 var _ step.Source = (*Source)(nil)
@@ -50,6 +54,10 @@ func (s *Source) Next(ctx context.Context) (step.Message, error) {
 	out := step.Message{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset}
 	trajs, derr := schemas.UnframeTrajectories(msg.Value, tkafka.HeaderMap(msg))
 	if derr != nil {
+		if s.Log != nil {
+			s.Log.Warn("dead-lettering message", "topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset,
+				"key", string(msg.Key), "err", derr)
+		}
 		if err := s.dl.DeadLetter(ctx, msg, derr); err != nil {
 			return step.Message{}, fmt.Errorf("trainer source: %w", err)
 		}

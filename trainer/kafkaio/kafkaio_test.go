@@ -1,8 +1,11 @@
 package kafkaio_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -227,5 +230,48 @@ func TestClosedLoopThroughEmbeddedBroker(t *testing.T) {
 	info, err := tkafka.ParseDeadLetter(dl)
 	if err != nil || string(dl.Value) != "not arrow" {
 		t.Fatalf("dead letter %+v %q %v", info, dl.Value, err)
+	}
+}
+
+// TestSourceLogsDeadLetters: a message the trainer cannot decode goes to dead letters with a log
+// line naming it (it used to be dead-lettered silently).
+func TestSourceLogsDeadLetters(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := embedded.Start(embedded.Config{Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	kcfg := tkafka.DefaultConfig()
+	kcfg.Brokers, kcfg.Partitions = []string{b.Addr()}, 1
+	kcfg.Reader.SessionTimeout, kcfg.Reader.HeartbeatInterval, kcfg.Reader.MaxWait = 6*time.Second, 500*time.Millisecond, 50*time.Millisecond
+	if err := tkafka.EnsureTopics(ctx, kcfg); err != nil {
+		t.Fatal(err)
+	}
+	w, err := tkafka.NewWriter(kcfg, kcfg.Topics.Trajectories, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(ctx, tkafka.Message{Key: []byte("task-7"), Value: []byte("not arrow")}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	src, err := kafkaio.NewSource(kcfg, kafkaio.DefaultGroup, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var logged bytes.Buffer
+	src.Log = slog.New(slog.NewTextHandler(&logged, nil))
+	msg, err := src.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Trajectories) != 0 {
+		t.Fatalf("decoded %d trajectories from garbage", len(msg.Trajectories))
+	}
+	if s := logged.String(); !strings.Contains(s, "level=WARN") || !strings.Contains(s, "dead-lettering") || !strings.Contains(s, "key=task-7") {
+		t.Errorf("no warning for the dead letter: %q", s)
 	}
 }

@@ -83,6 +83,10 @@ type Stats struct {
 	BehavWSum   float64 // Σ behaviour importance weight after masking
 	BehavWMax   float64 // max behaviour importance weight before masking
 	BehavKLSum  float64 // Σ (prox − behav) over unmasked tokens
+	// BehavAbsSum is Σ |prox − behav| over every loss token, masked ones included: the
+	// train/inference log-prob mismatch (what the sampler computed vs what the trainer recomputes
+	// for the same tokens under the same weights, plus staleness).
+	BehavAbsSum float64
 	AdvSum      float64 // Σ advantage
 }
 
@@ -98,6 +102,7 @@ func (s *Stats) Add(o Stats) {
 	s.BehavWSum += o.BehavWSum
 	s.BehavWMax = max(s.BehavWMax, o.BehavWMax)
 	s.BehavKLSum += o.BehavKLSum
+	s.BehavAbsSum += o.BehavAbsSum
 	s.AdvSum += o.AdvSum
 }
 
@@ -128,6 +133,10 @@ func (s *Stats) BehavWeight() float64 { return s.mean(s.BehavWSum) }
 
 // BehavKL is the mean of prox − behav over loss tokens (masked tokens count 0).
 func (s *Stats) BehavKL() float64 { return s.mean(s.BehavKLSum) }
+
+// BehavAbsDiff is the mean |prox − behav| over loss tokens (masked ones included): the
+// train/inference log-prob mismatch.
+func (s *Stats) BehavAbsDiff() float64 { return s.mean(s.BehavAbsSum) }
 
 // Advantage is the mean advantage over loss tokens.
 func (s *Stats) Advantage() float64 { return s.mean(s.AdvSum) }
@@ -186,6 +195,7 @@ func (c Config) Compute(mb *prefixtree.MicroBatch, seqs []Seq, logp, prox, entro
 			pg := max(pg1, pg2)
 			w := math.Exp(px - behav)
 			st.BehavWMax = max(st.BehavWMax, w)
+			st.BehavAbsSum += math.Abs(px - behav)
 			st.Tokens++
 			st.RatioSum += ratio
 			st.ApproxKLSum += lp - px

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"tau2rl/gpu/dp"
 	"tau2rl/schemas"
 	"tau2rl/trainer/batch"
 	"tau2rl/trainer/checkpoint"
@@ -12,6 +13,7 @@ import (
 	"tau2rl/trainer/loss"
 	"tau2rl/trainer/offsets"
 	"tau2rl/trainer/prefixtree"
+	"tau2rl/trainer/steplog"
 )
 
 // takeBatch pops B groups from the ready queue, dropping members that went stale while they
@@ -101,9 +103,13 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 	}
 	elapsed := time.Since(start)
 	t.record(groups, b, p, stats, gradNorm, elapsed)
+	if err := steplog.Append(t.cfg.Checkpoint.Dir, steplog.Record{Kind: "grpo", Step: t.step, Version: t.version, Time: t.d.Now().UTC(), Metrics: t.last}); err != nil {
+		return fmt.Errorf("step %d: %w", t.step, err)
+	}
 	t.d.Log.Info("step", "step", t.step, "version", t.version, "groups", len(groups), "sequences", len(b.Seqs),
 		"microbatches", len(p.MicroBatches), "tree_token_ratio", p.TokenRatio(), "loss", stats.Loss,
-		"grad_norm", gradNorm, "entropy", stats.Entropy(), "clip_fraction", stats.ClipFraction(), "seconds", elapsed.Seconds())
+		"grad_norm", gradNorm, "entropy", stats.Entropy(), "clip_fraction", stats.ClipFraction(),
+		"behav_abs_diff", stats.BehavAbsDiff(), "behav_cap_fraction", stats.CapFraction(), "seconds", elapsed.Seconds())
 	if t.step%int64(t.cfg.Checkpoint.Every) == 0 {
 		return t.checkpoint(ctx)
 	}
@@ -114,6 +120,9 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 // over its micro-batches and one optimizer step.
 func (t *Trainer) update(p *prefixtree.Packing, seqs []loss.Seq) (loss.Stats, float64, error) {
 	be := t.d.Backend
+	if g, ok := be.(*dp.Group); ok {
+		return t.updateParallel(g, p, seqs)
+	}
 	mbs := p.MicroBatches
 	var prox [][]float32
 	if t.cfg.Actor.RecomputeLogprob {
@@ -211,10 +220,21 @@ func (t *Trainer) record(groups []*group.Group, b *batch.Batch, p *prefixtree.Pa
 		m.Reward.WithLabelValues(d).Set(s / float64(cnt[d]))
 		m.Episodes.WithLabelValues(d).Add(float64(cnt[d]))
 	}
+	var generated int
+	for _, g := range groups {
+		for _, mem := range g.Members {
+			generated += mem.Traj.GeneratedTokens()
+		}
+	}
+	// These names are steps.jsonl's (trainer/steplog) and the checkpoint state's metrics;
+	// tau2-eval plot reads reward, behav_abs_diff and behav_cap_fraction.
 	t.last = map[string]float64{
 		"loss": st.Loss, "grad_norm": gradNorm, "entropy": st.Entropy(), "clip_fraction": st.ClipFraction(),
 		"tree_token_ratio": p.TokenRatio(), "reward": all / float64(max(episodes, 1)), "loss_tokens": float64(p.LossTokens),
 		"original_tokens": float64(p.OriginalTokens), "packed_tokens": float64(p.PackedTokens), "step_seconds": elapsed.Seconds(),
+		"episodes": float64(episodes), "generated_tokens": float64(generated),
+		"behav_abs_diff": st.BehavAbsDiff(), "behav_cap_fraction": st.CapFraction(), "behav_weight_max": st.BehavWMax,
+		"approx_kl": st.ApproxKL(), "staleness_max": float64(b.MaxStaleness),
 	}
 	t.gauges()
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"tau2rl/lib/redact"
 )
 
 // Options are the settings cli itself consumes. They may come from flags, from
@@ -79,10 +81,10 @@ func Parse(args []string, cfg any) (Options, error) {
 	if o.ConfigFile != "" {
 		data, err := os.ReadFile(o.ConfigFile)
 		if err != nil {
-			return o, fmt.Errorf("config: %w", err)
+			return o, fmt.Errorf("%w: config: %w", ErrUsage, err)
 		}
 		if err := o.applyYAML(data, cfg, o.ConfigFile); err != nil {
-			return o, err
+			return o, fmt.Errorf("%w: %w", ErrUsage, err)
 		}
 	}
 	for _, kv := range o.Overrides {
@@ -190,12 +192,43 @@ Configuration keys and their defaults:
 	return nil
 }
 
-// WriteConfig prints cfg as YAML.
+// WriteConfig prints cfg as YAML with every secret redacted: the value of each secret-named key
+// (api_key, password, token, …; see redact.IsSecretKey) and any credential lib/redact recognises
+// in other values (a key pasted into a URL, a header in extra request fields). --print-config
+// output is pasted into tickets and chats.
 func WriteConfig(w io.Writer, cfg any) error {
+	var doc yaml.Node
+	if err := doc.Encode(cfg); err != nil {
+		return fmt.Errorf("config: encode: %w", err)
+	}
+	redactNode(&doc)
 	enc := yaml.NewEncoder(w)
 	enc.SetIndent(2)
-	if err := enc.Encode(cfg); err != nil {
+	if err := enc.Encode(&doc); err != nil {
 		return fmt.Errorf("config: encode: %w", err)
 	}
 	return enc.Close()
+}
+
+// redactNode masks secrets in an encoded configuration, in place.
+func redactNode(n *yaml.Node) {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if v.Kind == yaml.ScalarNode && v.Value != "" && v.Tag != "!!null" && redact.IsSecretKey(k.Value) {
+				v.Value, v.Tag, v.Style = redact.Mask, "!!str", 0
+				continue
+			}
+			redactNode(v)
+		}
+	case yaml.ScalarNode:
+		if r := redact.String(n.Value); r != n.Value {
+			n.Value, n.Style = r, yaml.DoubleQuotedStyle
+		}
+	default:
+		for _, c := range n.Content {
+			redactNode(c)
+		}
+	}
 }

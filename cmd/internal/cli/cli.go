@@ -25,6 +25,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"tau2rl/lib/redact"
 )
 
 // App describes a binary for --help and for its defaults.
@@ -66,18 +68,45 @@ func Main(app App, cfg any, run func(ctx context.Context, rt *Runtime) error) {
 // printing the error to stderr.
 func MainArgs(app App, args []string, cfg any, run func(ctx context.Context, rt *Runtime) error) {
 	err := Execute(context.Background(), app, args, cfg, os.Stdout, run)
-	switch {
-	case err == nil:
-		os.Exit(0)
-	case errors.Is(err, errHelp):
-		os.Exit(0)
-	case errors.Is(err, ErrUsage):
+	code := ExitCode(err)
+	switch code {
+	case 0:
+	case 2:
 		fmt.Fprintf(os.Stderr, "%s: %v\nRun '%s --help' for the options.\n", app.Name, err, app.Name)
-		os.Exit(2)
 	default:
 		fmt.Fprintf(os.Stderr, "%s: %v\n", app.Name, err)
-		os.Exit(1)
 	}
+	os.Exit(code)
+}
+
+// ExitCode is the process exit status for Execute's result: 0 for success (and --help), 2 for a
+// usage or configuration error (ErrUsage: bad arguments, a bad --config file, a value that fails
+// validation), 1 for anything else. systemd units stop restarting on 2
+// (RestartPreventExitStatus=2): a typo in a config does not get better by retrying.
+func ExitCode(err error) int {
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return 0
+	case errors.Is(err, ErrUsage):
+		return 2
+	default:
+		return 1
+	}
+}
+
+// Validator is implemented by configurations that check their values. Execute calls Validate
+// after parsing and before the binary's run function, so a bad value is a usage error (exit 2)
+// reported before any connection is made, and --print-config reports it too.
+type Validator interface {
+	Validate() error
+}
+
+// Usage marks err as a usage or configuration error (exit status 2); nil stays nil.
+func Usage(err error) error {
+	if err == nil || errors.Is(err, ErrUsage) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUsage, err)
 }
 
 var errHelp = errors.New("help shown")
@@ -96,7 +125,17 @@ func Execute(parent context.Context, app App, args []string, cfg any, out io.Wri
 		return errHelp
 	}
 	if opts.PrintConfig {
-		return WriteConfig(out, cfg)
+		if err := WriteConfig(out, cfg); err != nil {
+			return err
+		}
+	}
+	if v, ok := cfg.(Validator); ok {
+		if err := v.Validate(); err != nil {
+			return Usage(fmt.Errorf("invalid configuration: %w", err))
+		}
+	}
+	if opts.PrintConfig {
+		return nil
 	}
 	addr := app.MetricsAddr
 	if opts.MetricsAddr != nil {
@@ -191,7 +230,7 @@ func NewLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	if err := lv.UnmarshalText([]byte(strings.ToUpper(orDefault(level, "info")))); err != nil {
 		return nil, fmt.Errorf("log_level %q: want debug, info, warn or error", level)
 	}
-	ho := &slog.HandlerOptions{Level: lv}
+	ho := &slog.HandlerOptions{Level: lv, ReplaceAttr: redactAttr}
 	switch orDefault(format, "text") {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, ho)), nil
@@ -200,6 +239,24 @@ func NewLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	default:
 		return nil, fmt.Errorf("log_format %q: want text or json", format)
 	}
+}
+
+// redactAttr passes every logged string and error through lib/redact: log lines carry upstream
+// error bodies and URLs, which may quote an API key or a password.
+func redactAttr(_ []string, a slog.Attr) slog.Attr {
+	switch a.Value.Kind() {
+	case slog.KindString:
+		if s := a.Value.String(); redact.String(s) != s {
+			a.Value = slog.StringValue(redact.String(s))
+		}
+	case slog.KindAny:
+		if err, ok := a.Value.Any().(error); ok {
+			if s := err.Error(); redact.String(s) != s {
+				a.Value = slog.StringValue(redact.String(s))
+			}
+		}
+	}
+	return a
 }
 
 func orDefault(s, d string) string {

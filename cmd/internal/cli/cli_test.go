@@ -173,3 +173,116 @@ func TestEmptyOverrideClearsString(t *testing.T) {
 		t.Fatal("an empty value for an int was accepted")
 	}
 }
+
+type secretConfig struct {
+	Endpoint struct {
+		BaseURL   string `yaml:"base_url"`
+		APIKey    string `yaml:"api_key"`
+		APIKeyEnv string `yaml:"api_key_env"`
+	} `yaml:"endpoint"`
+	SASL struct {
+		Username string `yaml:"username"`
+		Password string `yaml:"password"`
+	} `yaml:"sasl"`
+	Extra     map[string]any `yaml:"extra"`
+	MaxTokens int            `yaml:"max_tokens"`
+	Steps     int            `yaml:"steps"`
+}
+
+func (c *secretConfig) Validate() error {
+	if c.Steps < 0 {
+		return errors.New("steps: must be ≥ 0")
+	}
+	return nil
+}
+
+// TestPrintConfigRedactsSecrets: --print-config masks secret-named fields and credentials
+// recognised in any value, and keeps everything else.
+func TestPrintConfigRedactsSecrets(t *testing.T) {
+	var cfg secretConfig
+	var out bytes.Buffer
+	err := Execute(context.Background(), App{Name: "t"}, []string{"--print-config",
+		"endpoint.api_key=opaque-inline-key", "endpoint.api_key_env=OPENAI_API_KEY",
+		"endpoint.base_url=https://user:hunter22@proxy/v1", "sasl.username=alice", "sasl.password=hunter33",
+		"extra={headers: {Authorization: Bearer sk-abcdefghijklmnopqrstuvwx}, token: t0k3n}", "max_tokens=5"}, &cfg, &out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, leak := range []string{"opaque-inline-key", "hunter22", "hunter33", "abcdefghijklmnop", "t0k3n"} {
+		if strings.Contains(out.String(), leak) {
+			t.Errorf("--print-config shows %q:\n%s", leak, out.String())
+		}
+	}
+	for _, kept := range []string{"api_key_env: OPENAI_API_KEY", "username: alice", "max_tokens: 5", "proxy/v1", "api_key: '[REDACTED]'"} {
+		if !strings.Contains(out.String(), kept) {
+			t.Errorf("--print-config lacks %q:\n%s", kept, out.String())
+		}
+	}
+}
+
+// TestConfigErrorsExitTwo: every kind of configuration error — a flag, an override, a --config
+// file that is missing, malformed or has an unknown key, a value that fails Validate — is a usage
+// error (exit status 2, which systemd units do not restart on), and it is reported before the
+// binary's run function (so before any connection).
+func TestConfigErrorsExitTwo(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for name, args := range map[string][]string{
+		"unknown flag":      {"--frobnicate"},
+		"bad override":      {"steps=many"},
+		"missing file":      {"--config", filepath.Join(dir, "nope.yaml")},
+		"malformed file":    {"--config", write("bad.yaml", "steps: [\n")},
+		"unknown file key":  {"--config", write("typo.yaml", "stpes: 3\n")},
+		"invalid file key":  {"--config", write("neg.yaml", "steps: -1\n")},
+		"invalid override":  {"steps=-1"},
+		"invalid, printing": {"--print-config", "steps=-1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var cfg secretConfig
+			ran := false
+			err := Execute(context.Background(), App{Name: "t"}, args, &cfg, io.Discard, func(context.Context, *Runtime) error {
+				ran = true
+				return nil
+			})
+			if code := ExitCode(err); code != 2 {
+				t.Errorf("exit %d, want 2 (err %v)", code, err)
+			}
+			if ran {
+				t.Error("run was called with an invalid configuration")
+			}
+		})
+	}
+	if code := ExitCode(errors.New("connection refused")); code != 1 {
+		t.Errorf("runtime error: exit %d, want 1", code)
+	}
+	if code := ExitCode(nil); code != 0 {
+		t.Errorf("success: exit %d", code)
+	}
+}
+
+// TestLoggerRedacts: log lines carry upstream errors and URLs; credentials in them are masked.
+func TestLoggerRedacts(t *testing.T) {
+	for _, format := range []string{"text", "json"} {
+		var b bytes.Buffer
+		log, err := NewLogger(&b, "info", format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.Warn("upstream said Authorization: Bearer sk-live-0123456789abcdefghij",
+			"err", errors.New(`HTTP 401: {"api_key": "opaque-secret-1"}`), "url", "https://bob:hunter22@proxy/v1", "n", 3)
+		for _, leak := range []string{"0123456789abcdef", "opaque-secret-1", "hunter22"} {
+			if strings.Contains(b.String(), leak) {
+				t.Errorf("%s log shows %q: %s", format, leak, b.String())
+			}
+		}
+		if !strings.Contains(b.String(), "[REDACTED]") || !strings.Contains(b.String(), "proxy/v1") {
+			t.Errorf("%s log lost its context: %s", format, b.String())
+		}
+	}
+}

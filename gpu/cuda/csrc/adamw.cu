@@ -42,7 +42,7 @@ extern "C" t2_status t2_sumsq(double *sumsq, float *partial, const float *g, siz
     float host[T2_NORM_BLOCKS];
     T2_REQUIRE(count > 0, "t2_sumsq(count)");
     const size_t nvec = aligned16(g) ? count / 4 : 0;
-    sumsq_kernel<<<T2_NORM_BLOCKS, OPT_THREADS>>>(partial, g, count, nvec);
+    sumsq_kernel<<<T2_NORM_BLOCKS, OPT_THREADS, 0, t2_stream>>>(partial, g, count, nvec);
     T2_LAUNCHED("sumsq_kernel");
     T2_CUDA(cudaMemcpy(host, partial, sizeof(host), cudaMemcpyDeviceToHost));
     double s = 0.0;
@@ -110,7 +110,7 @@ extern "C" t2_status t2_adamw(float *master, void *param_bf16, float *grad, floa
     size_t blocks = (work + OPT_THREADS - 1) / OPT_THREADS;
     if (blocks > (size_t)resident) blocks = (size_t)resident;
     const adamw_args a = {lr, beta1, beta2, eps, weight_decay, grad_scale, bc1, sqrtf(bc2)};
-    adamw_kernel<<<(int)blocks, OPT_THREADS>>>(master, (bf16 *)param_bf16, grad, m, v, count, nvec, a);
+    adamw_kernel<<<(int)blocks, OPT_THREADS, 0, t2_stream>>>(master, (bf16 *)param_bf16, grad, m, v, count, nvec, a);
     T2_LAUNCHED("adamw_kernel");
     return t2_ok();
 }

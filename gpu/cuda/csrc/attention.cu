@@ -99,7 +99,7 @@ __global__ void blockmax_kernel(int32_t *blockmax, const int32_t *subtree_end, i
 extern "C" t2_status t2_tree_blockmax(int32_t *blockmax, const int32_t *subtree_end, int n) {
     T2_REQUIRE(n > 0, "t2_tree_blockmax(n)");
     int nb = ceil_div(n, ATT_B);
-    blockmax_kernel<<<ceil_div(nb, 128), 128>>>(blockmax, subtree_end, n);
+    blockmax_kernel<<<ceil_div(nb, 128), 128, 0, t2_stream>>>(blockmax, subtree_end, n);
     T2_LAUNCHED("blockmax_kernel");
     return t2_ok();
 }
@@ -227,7 +227,7 @@ static t2_status attention_fwd_d(void *out, float *lse, const void *q, const voi
     T2_CUDA(cudaFuncSetAttribute(attention_fwd_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     dim3 grid(ceil_div(n, ATT_B), nh);
     const float scale_log2 = (float)(1.4426950408889634 / sqrt((double)D));
-    attention_fwd_kernel<D><<<grid, ATT_THREADS, bytes>>>((bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
+    attention_fwd_kernel<D><<<grid, ATT_THREADS, bytes, t2_stream>>>((bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
                                                           (const bf16 *)v, qs, ks, vs, subtree_end, blockmax, n,
                                                           nh, nh / nkv, scale_log2);
     T2_LAUNCHED("attention_fwd_kernel");
@@ -470,12 +470,12 @@ static t2_status attention_bwd_d(void *dq, void *dk, int dks, void *dv, int dvs,
     T2_CUDA(cudaFuncSetAttribute(attention_bwd_dq_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     T2_CUDA(cudaFuncSetAttribute(attention_bwd_dkdv_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     dim3 gq(ceil_div(n, ATT_B), nh);
-    attention_bwd_dq_kernel<D><<<gq, ATT_THREADS, bytes>>>((bf16 *)dq, (const bf16 *)dout, lse, Di, (const bf16 *)q,
+    attention_bwd_dq_kernel<D><<<gq, ATT_THREADS, bytes, t2_stream>>>((bf16 *)dq, (const bf16 *)dout, lse, Di, (const bf16 *)q,
                                                             (const bf16 *)k, (const bf16 *)v, qs, ks, vs, subtree_end,
                                                             blockmax, n, nh, nh / nkv, scale_log2, scale);
     T2_LAUNCHED("attention_bwd_dq_kernel");
     dim3 gk(ceil_div(n, ATT_B), nkv);
-    attention_bwd_dkdv_kernel<D><<<gk, ATT_THREADS, bytes>>>((bf16 *)dk, dks, (bf16 *)dv, dvs, (const bf16 *)dout,
+    attention_bwd_dkdv_kernel<D><<<gk, ATT_THREADS, bytes, t2_stream>>>((bf16 *)dk, dks, (bf16 *)dv, dvs, (const bf16 *)dout,
                                                               lse, Di, (const bf16 *)q, (const bf16 *)k,
                                                               (const bf16 *)v, qs, ks, vs, subtree_end, blockmax, n,
                                                               nh, nh / nkv, scale_log2, scale);
@@ -494,7 +494,7 @@ extern "C" t2_status t2_attention_bwd(float *dq, void *dk, int dk_stride, void *
     T2_REQUIRE(impl != T2_ATT_WMMA || scratch_bf16 != NULL, "t2_attention_bwd(scratch_bf16 required by T2_ATT_WMMA)");
     T2_REQUIRE(d == 64 || d == 128, "t2_attention_bwd(head_dim 64 or 128)");
     long warps = (long)n * nh;
-    attention_bwd_dot_kernel<<<(int)((warps * 32 + 255) / 256), 256>>>(scratch_d, (const bf16 *)dout,
+    attention_bwd_dot_kernel<<<(int)((warps * 32 + 255) / 256), 256, 0, t2_stream>>>(scratch_d, (const bf16 *)dout,
                                                                          (const bf16 *)out, n, nh, d);
     T2_LAUNCHED("attention_bwd_dot_kernel");
     if (impl == T2_ATT_FA2 || impl == T2_ATT_FA2_DET)

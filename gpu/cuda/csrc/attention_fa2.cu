@@ -713,7 +713,7 @@ t2_status fwd_d(void *out, float *lse, const void *q, const void *k, const void 
     dim3 grid(ceil_div(n, L::BR), nh);
     const float sl2 = (float)(1.4426950408889634 / sqrt((double)D));
     const int32_t *bmin = bmax + ceil_div(n, BN);
-    kern<<<grid, FWD_NW * 32, L::bytes>>>((bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, qs,
+    kern<<<grid, FWD_NW * 32, L::bytes, t2_stream>>>((bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, qs,
                                           ks, vs, send, bmax, bmin, n, nh, nh / nkv, sl2);
     T2_LAUNCHED("fa2_fwd_kernel");
     return t2_ok();
@@ -729,10 +729,10 @@ t2_status bwd_d(float *dq, bool atomic_dq, void *dk, int dks, void *dv, int dvs,
     typedef DkvSmem<D, DKV_NW> L;
     const dim3 kv_grid(ceil_div(n, L::BK), nkv);
     if (atomic_dq) { /* dQ accumulated into the zeroed fp32 dq by the dK/dV kernel with atomics */
-        T2_CUDA(cudaMemsetAsync(dq, 0, (size_t)n * nh * D * sizeof(float), 0));
+        T2_CUDA(cudaMemsetAsync(dq, 0, (size_t)n * nh * D * sizeof(float), t2_stream));
         auto kern = fa2_bwd_dkdv_kernel<D, DKV_NW, true>;
         T2_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes_atomic));
-        kern<<<kv_grid, DKV_NW * 32, L::bytes_atomic>>>((bf16 *)dk, dks, (bf16 *)dv, dvs, dq,
+        kern<<<kv_grid, DKV_NW * 32, L::bytes_atomic, t2_stream>>>((bf16 *)dk, dks, (bf16 *)dv, dvs, dq,
                                                          (const bf16 *)dout, lse, Di, (const bf16 *)q,
                                                          (const bf16 *)k, (const bf16 *)v, qs, ks, vs, send, bmax,
                                                          n, nh, nh / nkv, sl2, scale);
@@ -744,7 +744,7 @@ t2_status bwd_d(float *dq, bool atomic_dq, void *dk, int dks, void *dv, int dvs,
         auto kern = fa2_bwd_dq_kernel<D, DQ_NW>;
         T2_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes));
         dim3 grid(ceil_div(n, L::BR), nh);
-        kern<<<grid, DQ_NW * 32, L::bytes>>>(dq, (const bf16 *)dout, lse, Di, (const bf16 *)q,
+        kern<<<grid, DQ_NW * 32, L::bytes, t2_stream>>>(dq, (const bf16 *)dout, lse, Di, (const bf16 *)q,
                                              (const bf16 *)k, (const bf16 *)v, qs, ks, vs, send, bmax, bmin, n, nh,
                                              nh / nkv, sl2, scale);
         T2_LAUNCHED("fa2_bwd_dq_kernel");
@@ -752,7 +752,7 @@ t2_status bwd_d(float *dq, bool atomic_dq, void *dk, int dks, void *dv, int dvs,
     {
         auto kern = fa2_bwd_dkdv_kernel<D, DKV_NW, false>;
         T2_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes_det));
-        kern<<<kv_grid, DKV_NW * 32, L::bytes_det>>>((bf16 *)dk, dks, (bf16 *)dv, dvs, NULL, (const bf16 *)dout, lse,
+        kern<<<kv_grid, DKV_NW * 32, L::bytes_det, t2_stream>>>((bf16 *)dk, dks, (bf16 *)dv, dvs, NULL, (const bf16 *)dout, lse,
                                                       Di, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, qs, ks,
                                                       vs, send, bmax, n, nh, nh / nkv, sl2, scale);
         T2_LAUNCHED("fa2_bwd_dkdv_kernel");

@@ -10,6 +10,11 @@
 
 typedef __nv_bfloat16 bf16;
 
+/* The stream every kernel launches on: the legacy default stream (0) unless a serving Decoder has
+ * selected its own for its step (t2_use_stream), which CUDA graphs can capture. One process drives
+ * one of Backend/Decoder at a time (the trainer and the sampler are separate processes). */
+extern cudaStream_t t2_stream;
+
 static inline t2_status t2_ok(void) {
     t2_status s = {0, 0, 0, 0, 0};
     return s;

@@ -2,11 +2,68 @@
  * context.cu: device selection, memory, copies, the cuBLAS handle and timing events.
  * defines: t2_init, t2_destroy, t2_set_device, t2_malloc, t2_free, t2_memset, t2_h2d, t2_d2h,
  *          t2_d2d, t2_sync, t2_mem_info, t2_device_name, t2_event_time, t2_event_create,
- *          t2_event_destroy, t2_event_record, t2_event_elapsed
+ *          t2_event_destroy, t2_event_record, t2_event_elapsed, t2_stream_create, t2_stream_destroy,
+ *          t2_use_stream, t2_graph_begin, t2_graph_end, t2_graph_abort, t2_graph_launch, t2_graph_destroy
  */
 #include "common.cuh"
 #include <string.h>
 #include <stdlib.h>
+
+cudaStream_t t2_stream = 0;
+
+/* ---- streams and graphs (the serving Decoder: one graph per step shape, replayed) ---- */
+extern "C" t2_status t2_stream_create(void **s) {
+    cudaStream_t st;
+    T2_CUDA(cudaStreamCreate(&st)); /* blocking: ordered with the legacy stream's copies */
+    *s = st;
+    return t2_ok();
+}
+
+extern "C" t2_status t2_stream_destroy(void *s) {
+    if (s != NULL) T2_CUDA(cudaStreamDestroy((cudaStream_t)s));
+    return t2_ok();
+}
+
+extern "C" t2_status t2_use_stream(void *ctx, void *s) {
+    t2_stream = (cudaStream_t)s;
+    if (ctx != NULL) T2_CUBLAS(cublasSetStream(((t2_ctx *)ctx)->blas, (cudaStream_t)s));
+    return t2_ok();
+}
+
+extern "C" t2_status t2_graph_begin(void *s) {
+    T2_CUDA(cudaStreamBeginCapture((cudaStream_t)s, cudaStreamCaptureModeRelaxed));
+    return t2_ok();
+}
+
+extern "C" t2_status t2_graph_end(void *s, void **exec) {
+    cudaGraph_t g = NULL;
+    *exec = NULL;
+    T2_CUDA(cudaStreamEndCapture((cudaStream_t)s, &g));
+    cudaGraphExec_t e = NULL;
+    cudaError_t err = cudaGraphInstantiate(&e, g, 0);
+    cudaGraphDestroy(g);
+    T2_CUDA(err);
+    *exec = e;
+    return t2_ok();
+}
+
+extern "C" t2_status t2_graph_abort(void *s) {
+    cudaGraph_t g = NULL;
+    cudaStreamEndCapture((cudaStream_t)s, &g);
+    if (g != NULL) cudaGraphDestroy(g);
+    cudaGetLastError();
+    return t2_ok();
+}
+
+extern "C" t2_status t2_graph_launch(void *exec, void *s) {
+    T2_CUDA(cudaGraphLaunch((cudaGraphExec_t)exec, (cudaStream_t)s));
+    return t2_ok();
+}
+
+extern "C" t2_status t2_graph_destroy(void *exec) {
+    if (exec != NULL) T2_CUDA(cudaGraphExecDestroy((cudaGraphExec_t)exec));
+    return t2_ok();
+}
 
 extern "C" t2_status t2_init(int device, void **out) {
     T2_REQUIRE(out != NULL, "t2_init(out)");

@@ -21,7 +21,7 @@ __global__ void embedding_fwd_kernel(bf16 *out, const int32_t *tokens, const bf1
 
 extern "C" t2_status t2_embedding_fwd(void *out, const int32_t *tokens, const void *table, int n, int c) {
     T2_REQUIRE(n > 0 && c > 0, "t2_embedding_fwd(shape)");
-    embedding_fwd_kernel<<<n, 256>>>((bf16 *)out, tokens, (const bf16 *)table, n, c);
+    embedding_fwd_kernel<<<n, 256, 0, t2_stream>>>((bf16 *)out, tokens, (const bf16 *)table, n, c);
     T2_LAUNCHED("embedding_fwd_kernel");
     return t2_ok();
 }
@@ -35,7 +35,7 @@ __global__ void embedding_bwd_kernel(float *dtable, const int32_t *tokens, const
 
 extern "C" t2_status t2_embedding_bwd(float *dtable, const int32_t *tokens, const float *dout, int n, int c) {
     T2_REQUIRE(n > 0 && c > 0, "t2_embedding_bwd(shape)");
-    embedding_bwd_kernel<<<n, 256>>>(dtable, tokens, dout, n, c);
+    embedding_bwd_kernel<<<n, 256, 0, t2_stream>>>(dtable, tokens, dout, n, c);
     T2_LAUNCHED("embedding_bwd_kernel");
     return t2_ok();
 }
@@ -97,11 +97,11 @@ static dim3 swiglu_grid(int n, int inter, int vec) {
 extern "C" t2_status t2_swiglu_fwd(void *h, const void *gu, int n, int i) {
     T2_REQUIRE(n > 0 && i > 0, "t2_swiglu_fwd(shape)");
     if (i % 8 == 0 && aligned16(h) && aligned16(gu)) {
-        swiglu_fwd_kernel<8><<<swiglu_grid(n, i, 8), SWIGLU_THREADS>>>((bf16 *)h, (const bf16 *)gu, n, i);
+        swiglu_fwd_kernel<8><<<swiglu_grid(n, i, 8), SWIGLU_THREADS, 0, t2_stream>>>((bf16 *)h, (const bf16 *)gu, n, i);
         T2_LAUNCHED("swiglu_fwd_kernel<8>");
         return t2_ok();
     }
-    swiglu_fwd_kernel<1><<<swiglu_grid(n, i, 1), SWIGLU_THREADS>>>((bf16 *)h, (const bf16 *)gu, n, i);
+    swiglu_fwd_kernel<1><<<swiglu_grid(n, i, 1), SWIGLU_THREADS, 0, t2_stream>>>((bf16 *)h, (const bf16 *)gu, n, i);
     T2_LAUNCHED("swiglu_fwd_kernel<1>");
     return t2_ok();
 }
@@ -144,12 +144,12 @@ __global__ void __launch_bounds__(SWIGLU_THREADS)
 extern "C" t2_status t2_swiglu_bwd(void *dgu, const void *dh, const void *gu, int n, int i) {
     T2_REQUIRE(n > 0 && i > 0, "t2_swiglu_bwd(shape)");
     if (i % 8 == 0 && aligned16(dgu) && aligned16(dh) && aligned16(gu)) {
-        swiglu_bwd_kernel<8><<<swiglu_grid(n, i, 8), SWIGLU_THREADS>>>((bf16 *)dgu, (const bf16 *)dh,
+        swiglu_bwd_kernel<8><<<swiglu_grid(n, i, 8), SWIGLU_THREADS, 0, t2_stream>>>((bf16 *)dgu, (const bf16 *)dh,
                                                                          (const bf16 *)gu, n, i);
         T2_LAUNCHED("swiglu_bwd_kernel<8>");
         return t2_ok();
     }
-    swiglu_bwd_kernel<1><<<swiglu_grid(n, i, 1), SWIGLU_THREADS>>>((bf16 *)dgu, (const bf16 *)dh, (const bf16 *)gu,
+    swiglu_bwd_kernel<1><<<swiglu_grid(n, i, 1), SWIGLU_THREADS, 0, t2_stream>>>((bf16 *)dgu, (const bf16 *)dh, (const bf16 *)gu,
                                                                      n, i);
     T2_LAUNCHED("swiglu_bwd_kernel<1>");
     return t2_ok();
@@ -191,7 +191,7 @@ __global__ void add_bf16_kernel(bf16 *out, const bf16 *a, const bf16 *b, size_t 
 extern "C" t2_status t2_add_bf16(void *out, const void *a, const void *b, size_t count) {
     if (count == 0) return t2_ok();
     const size_t nvec = aligned16(out) && aligned16(a) && aligned16(b) ? count / 8 : 0;
-    add_bf16_kernel<<<grid_for(nvec > 0 ? nvec : count), 256>>>((bf16 *)out, (const bf16 *)a, (const bf16 *)b, count,
+    add_bf16_kernel<<<grid_for(nvec > 0 ? nvec : count), 256, 0, t2_stream>>>((bf16 *)out, (const bf16 *)a, (const bf16 *)b, count,
                                                                 nvec);
     T2_LAUNCHED("add_bf16_kernel");
     return t2_ok();
@@ -199,14 +199,14 @@ extern "C" t2_status t2_add_bf16(void *out, const void *a, const void *b, size_t
 
 extern "C" t2_status t2_f32_to_bf16(void *dst, const float *src, size_t count) {
     if (count == 0) return t2_ok();
-    f32_to_bf16_kernel<<<grid_for(count), 256>>>((bf16 *)dst, src, count);
+    f32_to_bf16_kernel<<<grid_for(count), 256, 0, t2_stream>>>((bf16 *)dst, src, count);
     T2_LAUNCHED("f32_to_bf16_kernel");
     return t2_ok();
 }
 
 extern "C" t2_status t2_bf16_to_f32(float *dst, const void *src, size_t count) {
     if (count == 0) return t2_ok();
-    bf16_to_f32_kernel<<<grid_for(count), 256>>>(dst, (const bf16 *)src, count);
+    bf16_to_f32_kernel<<<grid_for(count), 256, 0, t2_stream>>>(dst, (const bf16 *)src, count);
     T2_LAUNCHED("bf16_to_f32_kernel");
     return t2_ok();
 }

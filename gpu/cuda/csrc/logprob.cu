@@ -43,7 +43,7 @@ __global__ void gather_rows_kernel(bf16 *dst, const bf16 *src, const int32_t *id
 
 extern "C" t2_status t2_gather_rows(void *dst, const void *src, const int32_t *idx, int rows, int h) {
     T2_REQUIRE(rows > 0 && h > 0, "t2_gather_rows(shape)");
-    gather_rows_kernel<<<rows, 256>>>((bf16 *)dst, (const bf16 *)src, idx, h);
+    gather_rows_kernel<<<rows, 256, 0, t2_stream>>>((bf16 *)dst, (const bf16 *)src, idx, h);
     T2_LAUNCHED("gather_rows_kernel");
     return t2_ok();
 }
@@ -160,11 +160,11 @@ extern "C" t2_status t2_logprob_fwd(float *logp, float *entropy, float *row_lse,
                                     const int32_t *tokens, const int32_t *head_row, int n, int r0, int rows, int v) {
     T2_REQUIRE(n > 0 && rows > 0 && v > 0 && r0 >= 0 && r0 + rows <= n, "t2_logprob_fwd(shape)");
     if (v % 8 == 0 && aligned16(logits))
-        logprob_rows_kernel<true><<<rows, LP_THREADS>>>(row_lse, row_ent, (const bf16 *)logits, r0, v);
+        logprob_rows_kernel<true><<<rows, LP_THREADS, 0, t2_stream>>>(row_lse, row_ent, (const bf16 *)logits, r0, v);
     else
-        logprob_rows_kernel<false><<<rows, LP_THREADS>>>(row_lse, row_ent, (const bf16 *)logits, r0, v);
+        logprob_rows_kernel<false><<<rows, LP_THREADS, 0, t2_stream>>>(row_lse, row_ent, (const bf16 *)logits, r0, v);
     T2_LAUNCHED("logprob_rows_kernel");
-    logprob_gather_kernel<<<ceil_div(n, 256), 256>>>(logp, entropy, row_lse, row_ent, (const bf16 *)logits, tokens,
+    logprob_gather_kernel<<<ceil_div(n, 256), 256, 0, t2_stream>>>(logp, entropy, row_lse, row_ent, (const bf16 *)logits, tokens,
                                                      head_row, n, r0, rows, v);
     T2_LAUNCHED("logprob_gather_kernel");
     return t2_ok();
@@ -224,10 +224,10 @@ extern "C" t2_status t2_logprob_bwd(void *logits, const float *row_lse, const fl
                                     int rows, int v) {
     T2_REQUIRE(rows > 0 && v > 0 && r0 >= 0, "t2_logprob_bwd(shape)");
     if (v % 8 == 0 && aligned16(logits))
-        logprob_bwd_kernel<true><<<rows, LP_THREADS>>>((bf16 *)logits, row_lse, logp, dlogp, tokens, child_off,
+        logprob_bwd_kernel<true><<<rows, LP_THREADS, 0, t2_stream>>>((bf16 *)logits, row_lse, logp, dlogp, tokens, child_off,
                                                        child_idx, r0, v);
     else
-        logprob_bwd_kernel<false><<<rows, LP_THREADS>>>((bf16 *)logits, row_lse, logp, dlogp, tokens, child_off,
+        logprob_bwd_kernel<false><<<rows, LP_THREADS, 0, t2_stream>>>((bf16 *)logits, row_lse, logp, dlogp, tokens, child_off,
                                                         child_idx, r0, v);
     T2_LAUNCHED("logprob_bwd_kernel");
     return t2_ok();

@@ -193,7 +193,7 @@ static t2_status rmsnorm_fwd_launch(bf16 *out, bf16 *resid_out, float *rstd, con
     int grid = 0;
     T2_CUDA(resident_blocks(rmsnorm_fwd_vec<G, K>, NORM_THREADS, 0, &grid));
     grid = grid < ceil_div(n, NORM_WARPS / G) ? grid : ceil_div(n, NORM_WARPS / G);
-    rmsnorm_fwd_vec<G, K><<<grid, NORM_THREADS>>>(out, resid_out, rstd, x, delta, w, n, c, eps);
+    rmsnorm_fwd_vec<G, K><<<grid, NORM_THREADS, 0, t2_stream>>>(out, resid_out, rstd, x, delta, w, n, c, eps);
     T2_LAUNCHED("rmsnorm_fwd_vec");
     return t2_ok();
 }
@@ -211,7 +211,7 @@ extern "C" t2_status t2_rmsnorm_fwd(void *out, void *resid_out, float *rstd, con
             return rmsnorm_fwd_launch<decltype(g)::value, decltype(k)::value>(o, ro, rstd, xx, dd, ww, n, c, eps);
         });
     }
-    rmsnorm_fwd_any<<<ceil_div(n, NORM_WARPS), NORM_THREADS>>>(o, ro, rstd, xx, dd, ww, n, c, eps);
+    rmsnorm_fwd_any<<<ceil_div(n, NORM_WARPS), NORM_THREADS, 0, t2_stream>>>(o, ro, rstd, xx, dd, ww, n, c, eps);
     T2_LAUNCHED("rmsnorm_fwd_any");
     return t2_ok();
 }
@@ -348,7 +348,7 @@ static t2_status rmsnorm_bwd_launch(float *dresid, bf16 *dresid_bf16, float *dw,
     int grid = 0;
     T2_CUDA(resident_blocks(rmsnorm_bwd_vec<G, K>, NORM_THREADS, smem, &grid));
     grid = grid < ceil_div(n, NORM_WARPS / G) ? grid : ceil_div(n, NORM_WARPS / G);
-    rmsnorm_bwd_vec<G, K><<<grid, NORM_THREADS, smem>>>(dresid, dresid_bf16, dw, dout, x, rstd, w, n, c);
+    rmsnorm_bwd_vec<G, K><<<grid, NORM_THREADS, smem, t2_stream>>>(dresid, dresid_bf16, dw, dout, x, rstd, w, n, c);
     T2_LAUNCHED("rmsnorm_bwd_vec");
     return t2_ok();
 }
@@ -371,7 +371,7 @@ extern "C" t2_status t2_rmsnorm_bwd(float *dresid, void *dresid_bf16, float *dw,
     int grid = 0;
     T2_CUDA(resident_blocks(rmsnorm_bwd_any, NORM_THREADS, smem, &grid));
     grid = grid < n ? grid : n;
-    rmsnorm_bwd_any<<<grid, NORM_THREADS, smem>>>(dresid, gb, dw, dy, xx, rstd, ww, n, c);
+    rmsnorm_bwd_any<<<grid, NORM_THREADS, smem, t2_stream>>>(dresid, gb, dw, dy, xx, rstd, ww, n, c);
     T2_LAUNCHED("rmsnorm_bwd_any");
     return t2_ok();
 }
@@ -554,7 +554,7 @@ static t2_status qknorm_rope_fwd_launch(bf16 *qout, bf16 *kout, float *rstd_q, f
     int grid = 0;
     T2_CUDA(resident_blocks(qknorm_rope_fwd_vec<P>, NORM_THREADS, 0, &grid));
     grid = grid < ceil_div(n, NORM_WARPS) ? grid : ceil_div(n, NORM_WARPS);
-    qknorm_rope_fwd_vec<P><<<grid, NORM_THREADS>>>(qout, kout, rstd_q, rstd_k, qkv, qw, kw, positions, n, nh, nkv, eps,
+    qknorm_rope_fwd_vec<P><<<grid, NORM_THREADS, 0, t2_stream>>>(qout, kout, rstd_q, rstd_k, qkv, qw, kw, positions, n, nh, nkv, eps,
                                                    theta);
     T2_LAUNCHED("qknorm_rope_fwd_vec");
     return t2_ok();
@@ -578,7 +578,7 @@ extern "C" t2_status t2_qknorm_rope_fwd(void *qout, void *kout, float *rstd_q, f
         }
     }
     const long warps = (long)n * (nh + nkv);
-    qknorm_rope_fwd_any<<<(int)((warps + NORM_WARPS - 1) / NORM_WARPS), NORM_THREADS>>>(
+    qknorm_rope_fwd_any<<<(int)((warps + NORM_WARPS - 1) / NORM_WARPS), NORM_THREADS, 0, t2_stream>>>(
         qo, ko, rstd_q, rstd_k, src, wq, wk, positions, n, nh, nkv, d, eps, theta);
     T2_LAUNCHED("qknorm_rope_fwd_any");
     return t2_ok();
@@ -783,7 +783,7 @@ static t2_status qknorm_rope_bwd_launch(bf16 *dqkv, float *dqw, float *dkw, cons
     int grid = 0;
     T2_CUDA(resident_blocks(qknorm_rope_bwd_vec<P>, NORM_THREADS, 0, &grid));
     grid = grid < ceil_div(2L * n, NORM_WARPS) ? grid : ceil_div(2L * n, NORM_WARPS);
-    qknorm_rope_bwd_vec<P><<<grid, NORM_THREADS>>>(dqkv, dqw, dkw, dq, dk, qkv, rstd_q, rstd_k, qw, kw, positions, n,
+    qknorm_rope_bwd_vec<P><<<grid, NORM_THREADS, 0, t2_stream>>>(dqkv, dqw, dkw, dq, dk, qkv, rstd_q, rstd_k, qw, kw, positions, n,
                                                    nh, nkv, theta);
     T2_LAUNCHED("qknorm_rope_bwd_vec");
     return t2_ok();
@@ -821,7 +821,7 @@ extern "C" t2_status t2_qknorm_rope_bwd(void *dqkv, float *dqw, float *dkw, cons
     const long warps = (long)n * (nh + nkv);
     long blocks = (warps + NORM_WARPS - 1) / NORM_WARPS;
     if (blocks > 1024) blocks = 1024;
-    qknorm_rope_bwd_any<<<(int)blocks, NORM_THREADS>>>(g, dqw, dkw, gq, gk, src, rstd_q, rstd_k, wq, wk, positions, n,
+    qknorm_rope_bwd_any<<<(int)blocks, NORM_THREADS, 0, t2_stream>>>(g, dqw, dkw, gq, gk, src, rstd_q, rstd_k, wq, wk, positions, n,
                                                        nh, nkv, d, theta);
     T2_LAUNCHED("qknorm_rope_bwd_any");
     return t2_ok();

@@ -10,7 +10,8 @@
  * Layout conventions (llm.c style, row-major): activations are [N, C] with N tokens; linear weights
  * are Hugging Face's [out, in]; bf16 = __nv_bfloat16 passed as void* so cgo needs no CUDA headers.
  *
- * defines: t2_* in context.cu, matmul.cu, norm.cu, attention.cu (+ attention_fa2.cu), elementwise.cu, logprob.cu, adamw.cu
+ * defines: t2_* in context.cu, matmul.cu, norm.cu, attention.cu (+ attention_fa2.cu), elementwise.cu, logprob.cu, adamw.cu,
+ *          paged_attention.cu, sample.cu
  */
 #ifndef T2CUDA_H
 #define T2CUDA_H
@@ -47,6 +48,18 @@ t2_status t2_event_create(void **ev);
 t2_status t2_event_destroy(void *ev);
 t2_status t2_event_record(void *ev);
 t2_status t2_event_elapsed(void *start, void *stop, float *ms);
+/* streams and CUDA graphs: t2_use_stream makes every launch (and ctx's cuBLAS, when ctx is set) go
+ * to stream s (NULL: the legacy default stream, the trainer's); t2_graph_begin/end capture what is
+ * launched on s in between into an executable graph (relaxed mode); t2_graph_abort ends a failed
+ * capture. */
+t2_status t2_stream_create(void **s);
+t2_status t2_stream_destroy(void *s);
+t2_status t2_use_stream(void *ctx, void *s);
+t2_status t2_graph_begin(void *s);
+t2_status t2_graph_end(void *s, void **exec);
+t2_status t2_graph_abort(void *s);
+t2_status t2_graph_launch(void *exec, void *s);
+t2_status t2_graph_destroy(void *exec);
 
 /* ---- matmul.cu: bf16 GEMMs with fp32 accumulation (cuBLAS) ---- */
 /* y[n,out] = x[n,in] · w[out,in]^T  (bf16 out) */
@@ -145,6 +158,37 @@ t2_status t2_sumsq(double *sumsq, float *partial, const float *g, size_t count);
 t2_status t2_adamw(float *master, void *param_bf16, float *grad, float *m, float *v, size_t count, float lr,
                    float beta1, float beta2, float eps, float weight_decay, float grad_scale, float bc1,
                    float bc2);
+
+/* ---- paged_attention.cu: serving attention over a paged KV cache ---- */
+/* Caches are per layer [slots][kvdim] bf16 (slot = block·block_size + offset), one for K, one for V.
+ * t2_kv_write: row t of k [n, k_stride] and of v [n, v_stride] (kvdim wide) go to slot slots[t]. */
+t2_status t2_kv_write(void *kc, void *vc, const void *k, const void *v, int k_stride, int v_stride,
+                      const int32_t *slots, int n, int kvdim);
+/* Work items (8 int32 each): {first token row, tokens, kv head, key_lo, key_hi, offset of the
+ * sequence's block table in tables, partial index, 0}: rows (token i, head kvh·g + j) → row i·g + j
+ * of the item's T2_PAGED_ROWS partial rows. Each attends q rows (q [n, q_stride], head h at h·d) to
+ * cached positions [key_lo, key_hi) and writes part_o [items·ROWS, d] (fp32, normalised) and
+ * part_lse [items·ROWS] (base-2, scores scaled by log2(e)/sqrt(d), as t2_attention_fwd's lse).
+ * max_rows (≤ ROWS) bounds every item's rows: the kernel is compiled for 2, 4, 8 and 16 rows, so a
+ * decode step (rows = the GQA group) runs no loop over absent rows. */
+#define T2_PAGED_ROWS 16
+t2_status t2_paged_attention(float *part_o, float *part_lse, const void *q, int q_stride, const void *kc,
+                             const void *vc, const int32_t *tables, const int32_t *items, int nitems,
+                             int block_size, int nh, int nkv, int d, int max_rows);
+/* att [n, nh·d] bf16 and lse [nh, n] hold t2_attention_fwd's result over the step's own tokens;
+ * tokens with tok_info[3t] ≥ 0 ({first item, splits, first row}) get it merged with their partials
+ * (has_base = 0: no such result, att is written from the partials alone). */
+t2_status t2_paged_merge(void *att, const float *lse, const float *part_o, const float *part_lse,
+                         const int32_t *tok_info, int n, int nh, int nkv, int d, int has_base);
+/* deterministic pseudo-random bf16 values of the given std (benchmark caches) */
+t2_status t2_fill_random_bf16(void *p, size_t count, uint32_t seed, float std);
+
+/* ---- sample.cu: gpu.SampleLogits on the device ---- */
+/* logits bf16 [rows, v]; fparams [rows, 3] = {temperature, top_p, min_p}; top_k [rows]; uniform
+ * [rows] (fp64); out [rows, 2] = {token, fp32 bits of its log-prob}. */
+#define T2_SAMPLE_CAND 4096
+t2_status t2_sample(int32_t *out, const void *logits, const float *fparams, const int32_t *top_k,
+                    const double *uniform, int rows, int v);
 
 #ifdef __cplusplus
 }

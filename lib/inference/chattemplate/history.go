@@ -245,3 +245,31 @@ func (h *Rerender) AddMessages(msgs ...Message) error {
 	h.msgs, h.ids, h.pending = next, h.tok.Encode(text), false
 	return nil
 }
+
+// Fork returns an independent copy of h: appending to either never changes
+// the other. The token ids are shared until one of them grows (the copy's
+// slice has no spare capacity, so its first append reallocates), so forking
+// a long history is cheap. The capture proxy forks a prompt's history once
+// per returned choice, and a choice's history once per continuation a
+// client sends.
+func (h *Incremental) Fork() *Incremental {
+	b := *h.base
+	b.msgs = slices.Clip(b.msgs)
+	return &Incremental{base: &b, ids: slices.Clip(h.ids)}
+}
+
+// ForkShared is Fork without the copy-on-grow guarantee: the copy shares
+// h's spare capacity, so growing it writes past h's end, where h does not
+// look. It saves a copy of the whole history per turn for a caller that
+// extends one line of forks, and is safe only if at most one of h and its
+// shared forks ever grows (the capture proxy tracks which state holds the
+// tip of each backing array).
+func (h *Incremental) ForkShared() *Incremental {
+	b := *h.base
+	b.msgs = slices.Clip(b.msgs)
+	return &Incremental{base: &b, ids: h.ids}
+}
+
+// Pending reports whether a completion was added and no messages since
+// (the next call must be AddMessages).
+func (h *Incremental) Pending() bool { return h.pending }

@@ -170,3 +170,14 @@ func parseToolCall(body string) (ToolCall, error) {
 	}
 	return ToolCall{Type: "function", Function: FunctionCall{Name: name, Arguments: bytes.Clone(bytes.TrimSpace(args))}}, nil
 }
+
+// VisibleText is what a reader of an invalid completion is shown: its text
+// (decoded without the final stop token) after the last </think>, trimmed.
+// The τ² episode runner shows it to the user simulator and the capture
+// proxy returns it as the message content.
+func VisibleText(text string) string {
+	if i := strings.LastIndex(text, ThinkClose); i >= 0 {
+		text = text[i+len(ThinkClose):]
+	}
+	return strings.TrimSpace(text)
+}

@@ -1,9 +1,12 @@
 package chattemplate
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"tau2rl/lib/inference/tokenizer"
 )
@@ -90,4 +93,67 @@ func NewIncremental(p *Prefix, first []Message) (*Incremental, error) {
 	copy(ids, p.ids)
 	ids = b.tok.AppendEncode(ids, delta[1:]) // without the "\n" that follows <|im_end|>: the prefix has it
 	return &Incremental{base: &b, ids: ids}, nil
+}
+
+// PrefixCache holds the Prefixes of distinct conversation starts (system
+// prompt, tools, fixed opening messages, template options), so that the
+// sessions or episodes that share one tokenize it once. It is safe for
+// concurrent use. Max bounds the number of entries (0: unbounded); once
+// full, new starts are tokenized without being cached, so clients that send
+// ever-new system prompts cannot grow it without bound.
+type PrefixCache struct {
+	Max int
+
+	m sync.Map // key string -> *Prefix
+	n atomic.Int64
+}
+
+// Get returns the cached Prefix of initial under opts, building it on the
+// first request (see NewPrefix).
+func (c *PrefixCache) Get(tok *tokenizer.Tokenizer, initial []Message, opts Options) (*Prefix, error) {
+	key, err := prefixKey(initial, opts)
+	if err != nil {
+		return nil, err
+	}
+	if v, ok := c.m.Load(key); ok {
+		return v.(*Prefix), nil
+	}
+	p, err := NewPrefix(tok, initial, opts)
+	if err != nil {
+		return nil, err
+	}
+	if c.Max > 0 && c.n.Load() >= int64(c.Max) {
+		return p, nil
+	}
+	v, loaded := c.m.LoadOrStore(key, p)
+	if !loaded {
+		c.n.Add(1)
+	}
+	return v.(*Prefix), nil
+}
+
+// Len is the number of cached prefixes.
+func (c *PrefixCache) Len() int { return int(c.n.Load()) }
+
+// prefixKey identifies a conversation start: everything Render reads.
+func prefixKey(initial []Message, opts Options) (string, error) {
+	var b strings.Builder
+	for _, t := range opts.Tools {
+		b.Write(t)
+		b.WriteByte(0)
+	}
+	b.WriteByte(1)
+	if opts.EnableThinking != nil {
+		fmt.Fprint(&b, *opts.EnableThinking)
+	}
+	b.WriteByte(1)
+	for _, m := range initial {
+		j, err := json.Marshal(m)
+		if err != nil {
+			return "", fmt.Errorf("chattemplate: prefix key: %w", err)
+		}
+		b.Write(j)
+		b.WriteByte(0)
+	}
+	return b.String(), nil
 }

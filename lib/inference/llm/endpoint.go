@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"tau2rl/lib/redact"
 )
 
 // EndpointConfig configures one inference server (one base URL).
@@ -365,9 +367,10 @@ func (e *Endpoint) backoff(attempt int, r *response) time.Duration {
 
 func snippet(b []byte) string {
 	const n = 512
-	s := strings.ToValidUTF8(string(b[:min(len(b), n)]), "\uFFFD")
-	if len(b) > n {
-		s += "…"
+	// Redact before cutting, so a key that straddles the cut is still recognised whole.
+	s := redact.String(strings.ToValidUTF8(string(b[:min(len(b), 8*n)]), "\uFFFD"))
+	if len(s) > n || len(b) > 8*n {
+		s = strings.ToValidUTF8(s[:min(len(s), n)], "") + "…"
 	}
 	return strings.TrimSpace(s)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"tau2rl/lib/redact"
 )
 
 // Error kinds, matched with errors.Is. Every error the clients return wraps
@@ -30,9 +32,12 @@ type Error struct {
 	Attempts int    // HTTP attempts made
 	Kind     error  // ErrUnavailable, ErrRejected, ErrBadResponse, or nil
 	Err      error  // cause
-	Body     string // start of the last response body, for diagnostics
+	Body     string // start of the last response body (redacted), for diagnostics
 }
 
+// Error describes the failure with credentials redacted (lib/redact): servers and proxies echo
+// requests in their error bodies, and this text ends up in results files (info.error), the
+// trajectories' error column and logs.
 func (e *Error) Error() string {
 	s := fmt.Sprintf("llm: %s %s", e.Endpoint, e.Op)
 	if e.Kind != nil {
@@ -53,7 +58,7 @@ func (e *Error) Error() string {
 	if e.Body != "" {
 		s += ": " + e.Body
 	}
-	return s
+	return redact.String(s)
 }
 
 // Unwrap returns the kind and the cause.

@@ -87,7 +87,7 @@ func TestPolicies(t *testing.T) {
 		version string
 	}{
 		{"sglang", NewSGLang(fastEndpoint(t, s.URL, nil)), "4"},
-		{"vllm", NewVLLM(fastEndpoint(t, s.URL, nil), "qwen3"), ""},
+		{"vllm", NewVLLM(fastEndpoint(t, s.URL, nil), "scripted-qwen3"), ""},
 	} {
 		t.Run(p.name, func(t *testing.T) {
 			res, err := p.policy.Generate(context.Background(), GenerateRequest{InputIDs: ids, MaxNewTokens: 512, Temperature: 0, RequestID: "r1"})
@@ -427,7 +427,7 @@ func TestNewPolicyAndBalanced(t *testing.T) {
 	if err := r.LoadWeights(context.Background(), "/ckpt/2", 2); err != nil || a.WeightVersion() != "2" || b.WeightVersion() != "2" {
 		t.Errorf("multi reload: %v", err)
 	}
-	cfg.Backend = BackendVLLM
+	cfg.Backend, cfg.Model = BackendVLLM, "scripted-qwen3"
 	if p, _, err := NewPolicy(cfg, nil); err != nil {
 		t.Fatal(err)
 	} else if res, err := p.Generate(context.Background(), GenerateRequest{InputIDs: prompt(t), MaxNewTokens: 4}); err != nil || len(res.OutputIDs) == 0 {
@@ -535,6 +535,31 @@ func BenchmarkChatComplete(b *testing.B) {
 	for b.Loop() {
 		if _, err := c.Complete(context.Background(), req); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestErrorRedactsReflectedKey: a server that quotes the Authorization header in its error body
+// must not put the API key into the error text (stored as info.error and logged).
+func TestErrorRedactsReflectedKey(t *testing.T) {
+	const key = "sk-test-0123456789abcdefghijklmnop"
+	s := server(t, llmtest.Constant(llmtest.Reply{Content: "ok"}))
+	for _, status := range []int{401, 500} {
+		s.ReflectAuthNext(1, status)
+		ep := fastEndpoint(t, s.URL, nil, func(c *EndpointConfig) { c.APIKey, c.MaxRetries = key, 0 })
+		_, err := NewSGLang(ep).Generate(context.Background(), GenerateRequest{InputIDs: prompt(t), MaxNewTokens: 4})
+		if err == nil {
+			t.Fatalf("HTTP %d: no error", status)
+		}
+		var le *Error
+		if !errors.As(err, &le) {
+			t.Fatalf("HTTP %d: %T %v", status, err, err)
+		}
+		if strings.Contains(err.Error(), "0123456789abcdef") || strings.Contains(le.Body, "0123456789abcdef") {
+			t.Errorf("HTTP %d: the key leaked into the error: %v", status, err)
+		}
+		if !strings.Contains(err.Error(), "invalid credentials") || !strings.Contains(err.Error(), "[REDACTED]") {
+			t.Errorf("HTTP %d: error lost its diagnostics: %v", status, err)
 		}
 	}
 }

@@ -100,6 +100,15 @@ func (r GenerateRequest) topP() float64 {
 	return r.TopP
 }
 
+// topK is TopK on the wire: both SGLang and vLLM disable top-k with -1 (vLLM
+// before 0.9 rejects 0 with HTTP 400).
+func (r GenerateRequest) topK() int {
+	if r.TopK <= 0 {
+		return -1
+	}
+	return r.TopK
+}
+
 // PolicyConfig selects and configures the policy backend.
 type PolicyConfig struct {
 	// Backend is "sglang" (default) or "vllm".

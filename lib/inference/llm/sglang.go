@@ -71,14 +71,10 @@ func (c *SGLang) Generate(ctx context.Context, req GenerateRequest) (GenerateRes
 	if err := req.validate(); err != nil {
 		return GenerateResult{}, &Error{Endpoint: c.ep.name, Op: op, Kind: ErrRejected, Err: err}
 	}
-	topK := req.TopK
-	if topK <= 0 {
-		topK = -1
-	}
 	body, err := json.Marshal(sglangGenerateRequest{
 		InputIDs: req.InputIDs,
 		SamplingParams: sglangSampling{
-			MaxNewTokens: req.MaxNewTokens, Temperature: req.Temperature, TopP: req.topP(), TopK: topK,
+			MaxNewTokens: req.MaxNewTokens, Temperature: req.Temperature, TopP: req.topP(), TopK: req.topK(),
 			MinP: req.MinP, StopTokenIDs: req.StopTokenIDs, SamplingSeed: req.Seed,
 		},
 		ReturnLogprob: true,

@@ -20,7 +20,9 @@ type VLLM struct {
 }
 
 // NewVLLM returns a client for the vLLM server at ep; model is its served
-// model name ("" lets the server pick its only model).
+// model name, sent with every request (required: vLLM's OpenAI server checks
+// it, and with LoRA adapters loaded /v1/models lists several, so guessing
+// one would be wrong; configurations require policy.model for vLLM).
 func NewVLLM(ep *Endpoint, model string) *VLLM { return &VLLM{ep: ep, model: model} }
 
 type vllmCompletionRequest struct {
@@ -29,7 +31,7 @@ type vllmCompletionRequest struct {
 	MaxTokens              int     `json:"max_tokens"`
 	Temperature            float64 `json:"temperature"` // always sent: 0 is greedy
 	TopP                   float64 `json:"top_p"`
-	TopK                   int     `json:"top_k"` // 0 disables
+	TopK                   int     `json:"top_k"` // -1 disables (vLLM before 0.9 rejects 0)
 	MinP                   float64 `json:"min_p"`
 	StopTokenIDs           []int32 `json:"stop_token_ids,omitempty"`
 	Seed                   *int64  `json:"seed,omitempty"`
@@ -67,7 +69,7 @@ func (c *VLLM) Generate(ctx context.Context, req GenerateRequest) (GenerateResul
 	}
 	body, err := json.Marshal(vllmCompletionRequest{
 		Model: c.model, Prompt: req.InputIDs, MaxTokens: req.MaxNewTokens,
-		Temperature: req.Temperature, TopP: req.topP(), TopK: max(req.TopK, 0), MinP: req.MinP,
+		Temperature: req.Temperature, TopP: req.topP(), TopK: req.topK(), MinP: req.MinP,
 		StopTokenIDs: req.StopTokenIDs, Seed: req.Seed, Logprobs: 0,
 		ReturnTokenIDs: true, ReturnTokensAsTokenIDs: true, SkipSpecialTokens: false,
 		RequestID: req.RequestID,

@@ -18,12 +18,14 @@ import (
 
 	"tau2rl/lib/inference/chattemplate"
 	"tau2rl/lib/inference/tokenizer"
+	"tau2rl/lib/loopback"
 )
 
 // Option configures a Server.
 type Option func(*Server)
 
-// WithAddr listens on addr (default "127.0.0.1:0", a free loopback port).
+// WithAddr listens on addr (default "127.0.0.1:0", a free loopback port); it
+// must be a loopback address (see lib/loopback).
 func WithAddr(addr string) Option { return func(s *Server) { s.addr = addr } }
 
 // WithModel sets the served model name (default "scripted-qwen3").
@@ -40,10 +42,11 @@ type FaultKind int
 
 // Fault kinds.
 const (
-	FaultStatus    FaultKind = iota // answer with an HTTP error status
-	FaultDelay                      // wait, then answer normally
-	FaultDrop                       // close the connection without answering
-	FaultMalformed                  // answer 200 with a body that is not JSON
+	FaultStatus      FaultKind = iota // answer with an HTTP error status
+	FaultDelay                        // wait, then answer normally
+	FaultDrop                         // close the connection without answering
+	FaultMalformed                    // answer 200 with a body that is not JSON
+	FaultReflectAuth                  // answer an HTTP error status quoting the request's Authorization header
 )
 
 type fault struct {
@@ -97,6 +100,10 @@ func NewServer(tok *tokenizer.Tokenizer, script Script, opts ...Option) (*Server
 		return nil, errors.New("llmtest: tokenizer has no <|im_end|>")
 	}
 	s.imEnd = id
+	// The weight-update endpoints change the server's state without authentication: loopback only.
+	if _, err := loopback.Port(s.addr); err != nil {
+		return nil, fmt.Errorf("llmtest: %w", err)
+	}
 	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {
 		return nil, fmt.Errorf("llmtest: listen %s: %w", s.addr, err)
@@ -121,6 +128,13 @@ func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx
 // FailNext makes the next n requests answer with HTTP status (e.g. 500,
 // 503 or 429; a 429 carries "Retry-After: 0").
 func (s *Server) FailNext(n, status int) { s.push(n, fault{kind: FaultStatus, status: status}) }
+
+// ReflectAuthNext makes the next n requests answer with HTTP status and an
+// error body that quotes the request's Authorization header, as some proxies
+// and gateways do: what the clients' credential redaction (lib/redact) is for.
+func (s *Server) ReflectAuthNext(n, status int) {
+	s.push(n, fault{kind: FaultReflectAuth, status: status})
+}
 
 // DelayNext delays the next n requests by d before answering normally.
 func (s *Server) DelayNext(n int, d time.Duration) { s.push(n, fault{kind: FaultDelay, delay: d}) }
@@ -197,6 +211,9 @@ func (s *Server) withFaults(h http.HandlerFunc) http.HandlerFunc {
 					w.Header().Set("Retry-After", "0")
 				}
 				writeError(w, f.status, "injected fault")
+				return
+			case FaultReflectAuth:
+				writeError(w, f.status, "invalid credentials: the request carried Authorization: "+r.Header.Get("Authorization"))
 				return
 			case FaultDelay:
 				if !sleep(r.Context(), f.delay) {

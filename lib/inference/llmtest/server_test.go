@@ -157,9 +157,25 @@ func TestCompletionsWireFormat(t *testing.T) {
 		t.Error("prompt_token_ids missing")
 	}
 	// Text prompt, default max_tokens 16.
-	_, out = post(t, s.URL+"/v1/completions", map[string]any{"prompt": "Say hi", "logprobs": nil})
+	_, out = post(t, s.URL+"/v1/completions", map[string]any{"model": "qwen3", "prompt": "Say hi", "logprobs": nil})
 	if ch := out["choices"].([]any)[0].(map[string]any); ch["text"] != "Hello!" || ch["logprobs"] != nil {
 		t.Errorf("text prompt: %v", ch)
+	}
+	// vLLM's request checks: a served model name, and top_k -1 (disabled) or ≥ 1.
+	for _, bad := range []struct {
+		body   map[string]any
+		status int
+	}{
+		{map[string]any{"prompt": "Say hi"}, 400},
+		{map[string]any{"model": "other", "prompt": "Say hi"}, 404},
+		{map[string]any{"model": "qwen3", "prompt": "Say hi", "top_k": 0}, 400},
+	} {
+		if status, out := post(t, s.URL+"/v1/completions", bad.body); status != bad.status {
+			t.Errorf("%v: status %d (%v), want %d", bad.body, status, out, bad.status)
+		}
+	}
+	if status, out := post(t, s.URL+"/v1/completions", map[string]any{"model": "qwen3", "prompt": "Say hi", "top_k": -1}); status != 200 {
+		t.Errorf("top_k -1: status %d (%v)", status, out)
 	}
 }
 
@@ -307,7 +323,7 @@ func TestSequenceScript(t *testing.T) {
 // server must answer (any status), never crash.
 func FuzzHandlers(f *testing.F) {
 	f.Add("/generate", `{"input_ids": [9707], "sampling_params": {"max_new_tokens": 4}}`)
-	f.Add("/v1/completions", `{"prompt": [9707, 0], "logprobs": 1, "return_token_ids": true}`)
+	f.Add("/v1/completions", `{"model": "scripted-qwen3", "prompt": [9707, 0], "logprobs": 1, "return_token_ids": true}`)
 	f.Add("/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "logprobs": true, "top_logprobs": 3}`)
 	f.Add("/update_weights_from_disk", `{"model_path": "/x"}`)
 	f.Add("/update_weights", `{"update_info": {"path": "/x"}}`)
@@ -330,4 +346,17 @@ func FuzzHandlers(f *testing.F) {
 			t.Fatalf("200 with invalid JSON for %s %q", path, body)
 		}
 	})
+}
+
+// TestRefusesNonLoopback: the server's weight-update endpoints are unauthenticated, so it only
+// listens on loopback (tau2-scripted-llm addr=0.0.0.0:30000 used to expose them).
+func TestRefusesNonLoopback(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", ":0"} {
+		if s, err := NewServer(tokenizertest.Qwen3(t), Constant(Reply{Content: "x"}), WithAddr(addr)); err == nil {
+			s.Close()
+			t.Errorf("%s: the server listened", addr)
+		} else if !strings.Contains(err.Error(), "loopback") {
+			t.Errorf("%s: %v", addr, err)
+		}
+	}
 }

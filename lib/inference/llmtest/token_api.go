@@ -113,6 +113,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		Prompt                 json.RawMessage `json:"prompt"`
 		MaxTokens              *int            `json:"max_tokens"`
 		Temperature            *float64        `json:"temperature"`
+		TopK                   *int            `json:"top_k"`
 		StopTokenIDs           []int32         `json:"stop_token_ids"`
 		Logprobs               *int            `json:"logprobs"`
 		Echo                   bool            `json:"echo"`
@@ -127,6 +128,20 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Stream || req.Echo || (req.N != nil && *req.N != 1) {
 		writeError(w, http.StatusBadRequest, "stream, echo and n > 1 are not supported by the scripted server")
+		return
+	}
+	// vLLM's checks, strictest version: before 0.9 it rejected top_k 0 (-1 disables), and a
+	// request must name a served model (older versions required the field).
+	if req.TopK != nil && (*req.TopK == 0 || *req.TopK < -1) {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("top_k must be -1 (disable), or at least 1, got %d.", *req.TopK))
+		return
+	}
+	if req.Model == "" {
+		writeError(w, http.StatusBadRequest, "model: Field required")
+		return
+	}
+	if req.Model != s.model {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", req.Model))
 		return
 	}
 	var ids []int32

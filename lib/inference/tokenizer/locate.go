@@ -1,41 +1,29 @@
 package tokenizer
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+
+	"tau2rl/lib/assets"
 )
 
 // EnvDir names the environment variable that points at a directory holding
-// the Qwen3 tokenizer.json and tokenizer_config.json.
+// the Qwen3 tokenizer.json (and tokenizer_config.json).
 const EnvDir = "QWEN3_TOKENIZER_DIR"
 
-// ErrNotFound is returned by LocateQwen3 when no tokenizer directory exists.
-var ErrNotFound = errors.New("tokenizer: Qwen3 tokenizer directory not found")
+// ErrNotFound is returned (wrapped) by LocateQwen3 when no tokenizer directory
+// is found; it is assets.ErrNotFound.
+var ErrNotFound = assets.ErrNotFound
 
-// LocateQwen3 finds the shared Qwen3 tokenizer directory for tests and dev
-// tools: $QWEN3_TOKENIZER_DIR if set, else the first ../shared/qwen3-tokenizer
-// found walking up from the working directory (the layout the repository
-// and CI use: shared/ next to the module root).
+// LocateQwen3 finds the Qwen3 tokenizer directory with lib/assets
+// (docs/ASSETS.md): $QWEN3_TOKENIZER_DIR if set, else ../shared/qwen3-tokenizer
+// next to the working directory or a parent, else the cache of a previous
+// download, else a download of the pinned Hugging Face revision (unless
+// TAU2RL_OFFLINE=1). The error says what to set (QWEN3_TOKENIZER_DIR, or the
+// binary's policy.tokenizer).
 func LocateQwen3() (string, error) {
-	if d := os.Getenv(EnvDir); d != "" {
-		if _, err := os.Stat(filepath.Join(d, "tokenizer.json")); err != nil {
-			return "", fmt.Errorf("tokenizer: $%s=%s: %w", EnvDir, d, err)
-		}
-		return d, nil
-	}
-	wd, err := os.Getwd()
+	d, err := assets.Qwen3TokenizerDir()
 	if err != nil {
-		return "", fmt.Errorf("tokenizer: %w", err)
+		return "", fmt.Errorf("tokenizer: %w (or point policy.tokenizer at a tokenizer.json)", err)
 	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		cand := filepath.Join(dir, "..", "shared", "qwen3-tokenizer")
-		if _, err := os.Stat(filepath.Join(cand, "tokenizer.json")); err == nil {
-			return filepath.Clean(cand), nil
-		}
-		if filepath.Dir(dir) == dir {
-			return "", ErrNotFound
-		}
-	}
+	return d, nil
 }

@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -38,7 +39,7 @@ func qwen3(t testing.TB) (*Tokenizer, string) {
 			qwenTok, qwenErr = Load(qwenDir)
 		}
 	})
-	if qwenErr == ErrNotFound {
+	if errors.Is(qwenErr, ErrNotFound) {
 		t.Skipf("Qwen3 tokenizer not found: set $%s or provide ../shared/qwen3-tokenizer", EnvDir)
 	}
 	if qwenErr != nil {

@@ -8,10 +8,12 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,11 +80,28 @@ func TestSASLMechanisms(t *testing.T) {
 			if err := roundTrip(t, cfg); err != nil {
 				t.Fatalf("%s round trip: %v", mech, err)
 			}
+			if err := tkafka.CheckAuth(testCtx(t, 10*time.Second), cfg); err != nil {
+				t.Fatalf("%s: CheckAuth with the right password: %v", mech, err)
+			}
 			t.Setenv("TAU2_TEST_KAFKA_PW", "wrong")
 			if err := tkafka.EnsureTopics(testCtx(t, 10*time.Second), cfg); err == nil {
 				t.Fatalf("%s with a wrong password was accepted", mech)
+			} else if !errors.Is(err, tkafka.ErrAuthentication) || !strings.Contains(err.Error(), "authentication failed") ||
+				!strings.Contains(err.Error(), `user "svc"`) {
+				t.Errorf("%s with a wrong password: %v, want it to say authentication failed", mech, err)
+			}
+			if err := tkafka.CheckAuth(testCtx(t, 10*time.Second), cfg); !errors.Is(err, tkafka.ErrAuthentication) {
+				t.Errorf("%s: CheckAuth with a wrong password: %v", mech, err)
 			}
 		})
+	}
+	// An unreachable broker is not an authentication failure.
+	cfg := tkafka.DefaultConfig()
+	cfg.Brokers, cfg.DialTimeout = []string{"127.0.0.1:1"}, time.Second
+	t.Setenv("TAU2_TEST_KAFKA_PW", "x")
+	cfg.SASL = tkafka.SASLConfig{Mechanism: tkafka.SASLPlain, Username: "svc", PasswordEnv: "TAU2_TEST_KAFKA_PW"}
+	if err := tkafka.CheckAuth(testCtx(t, 5*time.Second), cfg); err != nil {
+		t.Errorf("unreachable broker: CheckAuth = %v, want nil (the connection error is the caller's)", err)
 	}
 }
 

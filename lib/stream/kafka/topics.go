@@ -55,7 +55,14 @@ func EnsureTopics(ctx context.Context, cfg Config, topics ...string) error {
 	if err != nil {
 		return err
 	}
-	return a.EnsureTopics(ctx, topics...)
+	err = a.EnsureTopics(ctx, topics...)
+	if err != nil && ctx.Err() == nil {
+		// A refused SASL login reads "Metadata: unexpected EOF" here: say what it was.
+		if aerr := CheckAuth(ctx, cfg); aerr != nil {
+			return aerr
+		}
+	}
+	return err
 }
 
 // EnsureTopics is the package-level EnsureTopics on this Admin's cluster.

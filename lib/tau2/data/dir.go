@@ -4,57 +4,33 @@
 package data
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"tau2rl/lib/assets"
 )
 
 // EnvVar names the environment variable that points at the data directory
 // (as in τ²-bench and AReaL's τ² example).
 const EnvVar = "TAU2_DATA_DIR"
 
-// ErrNotFound is returned (wrapped) by Dir when no data directory is found.
-var ErrNotFound = errors.New("tau2 data directory not found")
+// ErrNotFound is returned (wrapped) by Dir when no data directory is found; it is
+// assets.ErrNotFound.
+var ErrNotFound = assets.ErrNotFound
 
-// Dir resolves the τ² data directory: override (a flag) if non-empty, else
-// $TAU2_DATA_DIR, else ../shared/tau2-data next to the module root (found
-// by walking up from the working directory to the directory holding
-// go.mod). The result must contain tau2/domains/.
+// Dir resolves the τ² data directory with lib/assets (docs/ASSETS.md): override
+// (a flag or config key) if non-empty, else $TAU2_DATA_DIR, else
+// ../shared/tau2-data next to the working directory or a parent, else the
+// cache of a previous download, else a download of the pinned tau2-bench
+// revision (unless TAU2RL_OFFLINE=1). The result contains tau2/domains/.
 func Dir(override string) (string, error) {
-	check := func(d, from string) (string, error) {
-		abs, err := filepath.Abs(d)
-		if err != nil {
-			return "", fmt.Errorf("data: %s %q: %w", from, d, err)
-		}
-		if st, err := os.Stat(filepath.Join(abs, "tau2", "domains")); err != nil || !st.IsDir() {
-			return "", fmt.Errorf("data: %s %q has no tau2/domains directory: %w", from, d, ErrNotFound)
-		}
-		return abs, nil
-	}
-	if override != "" {
-		return check(override, "data dir")
-	}
-	if d := os.Getenv(EnvVar); d != "" {
-		return check(d, EnvVar)
-	}
-	wd, err := os.Getwd()
+	d, err := assets.Tau2DataDir(override)
 	if err != nil {
 		return "", fmt.Errorf("data: %w", err)
 	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			cand := filepath.Join(filepath.Dir(d), "shared", "tau2-data")
-			if _, err := os.Stat(filepath.Join(cand, "tau2", "domains")); err == nil {
-				return cand, nil
-			}
-		}
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	return "", fmt.Errorf("data: set %s or pass a data dir (looked for ../shared/tau2-data next to the module root from %s): %w", EnvVar, wd, ErrNotFound)
+	return d, nil
 }
 
 // DomainDirName maps a τ² domain name to its data directory name

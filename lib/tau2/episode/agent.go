@@ -5,9 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
+	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"tau2rl/lib/inference/chattemplate"
@@ -128,7 +127,7 @@ type TokenAgentFactory struct {
 	// greeting per distinct prompt, so an episode tokenizes only its own
 	// turns: the ~7k-token τ² system prompt is the same for every episode
 	// of a domain. Prefixes are immutable.
-	prefixes sync.Map // string -> *chattemplate.Prefix
+	prefixes chattemplate.PrefixCache
 }
 
 // NewAgent implements AgentFactory.
@@ -173,26 +172,9 @@ func (f *TokenAgentFactory) newHistory(spec AgentSpec, first []chattemplate.Mess
 	if f.Mode != chattemplate.ModeIncremental && f.Mode != "" {
 		return chattemplate.New(f.Mode, f.Tokenizer, append(initial, first...), opts)
 	}
-	var key strings.Builder
-	key.WriteString(spec.System)
-	for _, t := range spec.Tools {
-		key.WriteByte(0)
-		key.Write(t)
-	}
-	for _, m := range initial[1:] {
-		key.WriteByte(1)
-		key.WriteString(m.Role + "\x00" + m.Content)
-	}
-	var prefix *chattemplate.Prefix
-	if v, ok := f.prefixes.Load(key.String()); ok {
-		prefix = v.(*chattemplate.Prefix)
-	} else {
-		p, err := chattemplate.NewPrefix(f.Tokenizer, initial, opts)
-		if err != nil {
-			return nil, err
-		}
-		v, _ := f.prefixes.LoadOrStore(key.String(), p)
-		prefix = v.(*chattemplate.Prefix)
+	prefix, err := f.prefixes.Get(f.Tokenizer, initial, opts)
+	if err != nil {
+		return nil, err
 	}
 	return chattemplate.NewIncremental(prefix, first)
 }
@@ -241,19 +223,20 @@ func (a *tokenAgent) Act(ctx context.Context, in []schemas.Message) (AgentTurn, 
 		seed := a.spec.Seed
 		req.Seed = &seed
 	}
-	out, err := a.generate(ctx, prompt, req)
+	req.InputIDs = prompt
+	out, err := a.generate(ctx, req)
 	if err != nil {
 		return AgentTurn{}, err
 	}
-	comp, err := a.h.AddCompletion(out.ids)
+	comp, err := a.h.AddCompletion(out.IDs)
 	if err != nil {
 		return AgentTurn{}, fmt.Errorf("episode: agent completion: %w", err)
 	}
-	turn := AgentTurn{PromptTokens: len(prompt), CompletionTokens: len(out.ids), Latency: out.latency}
+	turn := AgentTurn{PromptTokens: len(prompt), CompletionTokens: len(out.IDs), Latency: out.Latency}
 	turn.Call = &schemas.CallInput{
-		Prompt: prompt, Completion: out.ids, BehaviorLogprobs: out.logprobs,
-		VersionRuns: schemas.RunsFromVersions(out.versions), FinishReason: out.finish,
-		LatencyMS: float64(out.latency.Microseconds()) / 1000,
+		Prompt: prompt, Completion: out.IDs, BehaviorLogprobs: out.Logprobs,
+		VersionRuns: schemas.RunsFromVersions(out.Versions), FinishReason: out.Finish,
+		LatencyMS: float64(out.Latency.Microseconds()) / 1000,
 	}
 	invalid := comp.Invalid
 	if invalid == "" && comp.Content == "" && len(comp.ToolCalls) == 0 {
@@ -261,7 +244,7 @@ func (a *tokenAgent) Act(ctx context.Context, in []schemas.Message) (AgentTurn, 
 	}
 	msg := schemas.Message{Role: schemas.RoleAssistant, Reasoning: comp.Reasoning}
 	if invalid != "" {
-		text, err := a.visibleText(out.ids)
+		text, err := a.visibleText(out.IDs)
 		if err != nil {
 			return AgentTurn{}, err
 		}
@@ -283,102 +266,23 @@ func (a *tokenAgent) Act(ctx context.Context, in []schemas.Message) (AgentTurn, 
 // thinking block (without the final stop token), trimmed.
 func (a *tokenAgent) visibleText(ids []int32) (string, error) {
 	body := ids
-	if n := len(body); n > 0 {
-		for _, s := range a.stops {
-			if body[n-1] == s {
-				body = body[:n-1]
-				break
-			}
-		}
+	if n := len(body); n > 0 && slices.Contains(a.stops, body[n-1]) {
+		body = body[:n-1]
 	}
 	text, err := a.f.Tokenizer.Decode(body)
 	if err != nil {
 		return "", fmt.Errorf("episode: decode completion: %w", err)
 	}
-	if i := strings.LastIndex(text, chattemplate.ThinkClose); i >= 0 {
-		text = text[i+len(chattemplate.ThinkClose):]
-	}
-	return strings.TrimSpace(text), nil
+	return chattemplate.VisibleText(text), nil
 }
 
-type generation struct {
-	ids      []int32
-	logprobs []float32
-	versions []int64
-	finish   string
-	latency  time.Duration
-}
-
-// generate runs one policy call, resuming it when the server aborts it for a
-// weight update (AReaL's interruptible generation): the prompt is extended
-// by the tokens generated so far and the remaining budget is asked for, so
-// one completion may span several policy versions, recorded per token.
-func (a *tokenAgent) generate(ctx context.Context, prompt []int32, req llm.GenerateRequest) (generation, error) {
-	var g generation
-	maxResumes := a.f.MaxResumes
-	if maxResumes <= 0 {
-		maxResumes = 8
+// generate runs one policy call through llm.GenerateResumable: a
+// generation aborted by a weight update is resumed, so one completion may
+// span several policy versions, recorded per token.
+func (a *tokenAgent) generate(ctx context.Context, req llm.GenerateRequest) (llm.Generation, error) {
+	g, err := llm.GenerateResumable(ctx, a.f.Policy, req, llm.ResumeOptions{MaxResumes: a.f.MaxResumes, Version: a.f.Version})
+	if err != nil {
+		return g, fmt.Errorf("episode: policy call: %w", err)
 	}
-	budget := req.MaxNewTokens
-	input := prompt
-	for attempt := 0; ; attempt++ {
-		req.InputIDs = input
-		req.MaxNewTokens = budget - len(g.ids)
-		res, err := a.f.Policy.Generate(ctx, req)
-		if err != nil {
-			return g, fmt.Errorf("episode: policy call: %w", err)
-		}
-		g.latency += res.Latency
-		g.ids = append(g.ids, res.OutputIDs...)
-		g.logprobs = append(g.logprobs, res.Logprobs...)
-		g.versions = append(g.versions, a.tokenVersions(res)...)
-		g.finish = res.FinishReason
-		if res.FinishReason != llm.FinishAbort || len(g.ids) >= budget {
-			if g.finish == llm.FinishAbort {
-				g.finish = llm.FinishLength
-			}
-			return g, nil
-		}
-		if attempt >= maxResumes {
-			return g, fmt.Errorf("episode: policy call: %w: generation aborted %d times (weight updates?)", llm.ErrUnavailable, attempt+1)
-		}
-		if len(res.OutputIDs) == 0 {
-			// Aborted before producing anything: give the update a moment.
-			t := time.NewTimer(200 * time.Millisecond)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return g, fmt.Errorf("episode: policy call: %w", ctx.Err())
-			case <-t.C:
-			}
-		}
-		input = append(append(make([]int32, 0, len(prompt)+len(g.ids)), prompt...), g.ids...)
-	}
-}
-
-// tokenVersions gives the policy version of each output token: the server's
-// spans (or weight version) when numeric, else the producer's current one.
-func (a *tokenAgent) tokenVersions(res llm.GenerateResult) []int64 {
-	cur := int64(0)
-	if a.f.Version != nil {
-		cur = a.f.Version()
-	}
-	out := make([]int64, len(res.OutputIDs))
-	fallback := cur
-	if v, err := strconv.ParseInt(res.WeightVersion, 10, 64); err == nil && v >= 0 {
-		fallback = v
-	}
-	for i := range out {
-		out[i] = fallback
-	}
-	for _, s := range res.VersionSpans {
-		v, err := strconv.ParseInt(s.Version, 10, 64)
-		if err != nil || v < 0 {
-			v = cur
-		}
-		for i := max(s.Start, 0); i < s.End && i < len(out); i++ {
-			out[i] = v
-		}
-	}
-	return out
+	return g, nil
 }

@@ -61,8 +61,7 @@ func TestAgentHistoryFromCachedPrefix(t *testing.T) {
 					t.Errorf("agent %d: mode %q gave a %T", agent, tc.mode, h)
 				}
 			}
-			cached := 0
-			f.prefixes.Range(func(any, any) bool { cached++; return true })
+			cached := f.prefixes.Len()
 			if want := map[bool]int{true: 0, false: 1}[tc.mode == chattemplate.ModeRerender]; cached != want {
 				t.Errorf("%d cached prefixes after two agents of one prompt, want %d", cached, want)
 			}

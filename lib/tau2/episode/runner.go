@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"tau2rl/lib/redact"
 	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/env"
 	"tau2rl/lib/tau2/evaluator"
@@ -31,7 +32,12 @@ type InfraError struct {
 	Err   error
 }
 
-func (e *InfraError) Error() string { return "episode: " + e.Stage + ": " + e.Err.Error() }
+// Error is the failure with credentials redacted (lib/redact): it is stored in the trajectory's
+// error column and in results files' info.error, and a failing server's message may quote the
+// key it was sent.
+func (e *InfraError) Error() string {
+	return redact.String("episode: " + e.Stage + ": " + e.Err.Error())
+}
 func (e *InfraError) Unwrap() error { return e.Err }
 
 // Runner runs episodes. It is safe for concurrent use: every episode gets
@@ -445,6 +451,14 @@ func (ru *run) grade(ctx context.Context) error {
 		return &InfraError{Stage: StageEvaluator, Err: errors.New("no grader configured")}
 	}
 	g, err := ru.r.Grader.Grade(ctx, ru.in.Task, ru.traj.Messages, ru.traj.Termination)
+	if errors.Is(err, ErrNotEvaluated) {
+		// A real episode that this configuration cannot grade (NL_ASSERTION without a judge):
+		// it keeps its termination and gets no reward, and it is not an infrastructure
+		// failure; `tau2-eval grade` with a judge grades it later.
+		ru.traj.Status, ru.traj.Error = schemas.StatusNotEvaluated, err.Error()
+		ru.traj.Reward, ru.traj.ShapedReward = 0, 0
+		return nil
+	}
 	if err != nil {
 		return &InfraError{Stage: StageEvaluator, Err: err}
 	}

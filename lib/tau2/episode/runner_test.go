@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"tau2rl/lib/tau2/data"
 	"testing"
 
@@ -73,5 +74,38 @@ func TestScriptedGoldEpisodes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNLTaskWithoutJudgeIsNotEvaluated: a retail task whose basis has
+// NL_ASSERTION, run without a judge, keeps its real termination (user_stop)
+// and is status not_evaluated with no reward; it is not an infrastructure
+// failure (issue 13 item 8: it was recorded as infrastructure_error).
+func TestNLTaskWithoutJudgeIsNotEvaluated(t *testing.T) {
+	te := newTestEnv(t, envOpts{domain: "retail"})
+	set := tasks(t, "retail", "train")
+	var task *data.Task
+	for _, tk := range set.Tasks {
+		if c := tk.EvaluationCriteria; c != nil && slices.Contains(c.RewardBasis, data.RewardNLAssertion) && len(c.NLAssertions) > 0 {
+			task = tk
+			break
+		}
+	}
+	if task == nil {
+		t.Fatal("no retail train task needs the NL judge")
+	}
+	res := runTask(t, te, "train", task.ID)
+	tr := res.Traj
+	if res.Infra != nil {
+		t.Fatalf("task %s: infra error %v", task.ID, res.Infra)
+	}
+	if tr.Status != schemas.StatusNotEvaluated || tr.Termination != schemas.TerminationUserStop {
+		t.Fatalf("task %s: status %s termination %s (%s)", task.ID, tr.Status, tr.Termination, tr.Error)
+	}
+	if tr.Reward != 0 || tr.ShapedReward != 0 || tr.RewardInfoJSON != "" || !strings.Contains(tr.Error, "NL_ASSERTION") {
+		t.Fatalf("task %s: reward %v shaped %v info %q error %q", task.ID, tr.Reward, tr.ShapedReward, tr.RewardInfoJSON, tr.Error)
+	}
+	if err := tr.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }

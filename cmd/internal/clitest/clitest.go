@@ -1,0 +1,162 @@
+// Package clitest checks a binary's configuration type against files in its testdata: every
+// binary in cmd/ keeps good and bad example configurations beside its main, and one table test
+// per binary loads them through cli exactly as `BINARY --config FILE --print-config` would.
+//
+// Layout (DIR is usually "testdata/config"):
+//
+//	DIR/good/*.yaml  must parse and validate. Lines "# key: dotted.path = VALUE" name a key of
+//	                 the printed effective configuration and its value (e.g. a default the
+//	                 file must not reset; list elements by index: policy.endpoints.0.base_url);
+//	                 lines "# want: TEXT" text it must contain; lines "# args: k=v …" add key=value overrides after the file
+//	                 (split at spaces), "# arg: k=v" one override that may hold spaces.
+//	DIR/bad/*.yaml   must fail with a usage error (exit status 2) before the binary would
+//	                 start, with an error containing every "# want: TEXT"; "# args:" as above.
+//
+// A file without a "# want:" line in bad/ is itself an error: every bad example says why.
+package clitest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"tau2rl/cmd/internal/cli"
+)
+
+// ConfigFiles runs the good and bad example files under dir against fresh configurations from
+// newConfig (the binary's defaults, as its main builds them).
+func ConfigFiles(t *testing.T, dir string, newConfig func() any) {
+	t.Helper()
+	good, _ := filepath.Glob(filepath.Join(dir, "good", "*.yaml"))
+	bad, _ := filepath.Glob(filepath.Join(dir, "bad", "*.yaml"))
+	if len(good) == 0 || len(bad) == 0 {
+		t.Fatalf("%s: want good/*.yaml and bad/*.yaml examples, found %d and %d", dir, len(good), len(bad))
+	}
+	for _, f := range good {
+		t.Run("good/"+filepath.Base(f), func(t *testing.T) {
+			want, args := directives(t, f)
+			out, err := PrintConfig(newConfig(), append([]string{"--config", f}, args...)...)
+			if err != nil {
+				t.Fatalf("a good configuration was rejected (exit %d): %v", cli.ExitCode(err), err)
+			}
+			for _, w := range want {
+				if !strings.Contains(out, w) {
+					t.Errorf("effective configuration lacks %q:\n%s", w, out)
+				}
+			}
+			var doc any
+			if err := yaml.Unmarshal([]byte(out), &doc); err != nil {
+				t.Fatalf("--print-config output does not parse: %v", err)
+			}
+			for _, kv := range keys(t, f) {
+				path, want, _ := strings.Cut(kv, "=")
+				path, want = strings.TrimSpace(path), strings.TrimSpace(want)
+				if got, ok := lookup(doc, path); !ok {
+					t.Errorf("effective configuration has no %s", path)
+				} else if fmt.Sprint(got) != want {
+					t.Errorf("%s = %v, want %s", path, got, want)
+				}
+			}
+		})
+	}
+	for _, f := range bad {
+		t.Run("bad/"+filepath.Base(f), func(t *testing.T) {
+			want, args := directives(t, f)
+			if len(want) == 0 {
+				t.Fatalf("%s: a bad example needs a '# want: ERROR TEXT' line", f)
+			}
+			_, err := PrintConfig(newConfig(), append([]string{"--config", f}, args...)...)
+			if err == nil {
+				t.Fatal("a bad configuration was accepted")
+			}
+			if code := cli.ExitCode(err); code != 2 {
+				t.Errorf("exit status %d, want 2 (a configuration error): %v", code, err)
+			}
+			for _, w := range want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// PrintConfig runs `BINARY --print-config ARGS…` on cfg through cli and returns what it printed.
+func PrintConfig(cfg any, args ...string) (string, error) {
+	var out bytes.Buffer
+	err := cli.Execute(context.Background(), cli.App{Name: "clitest", MetricsAddr: "off"},
+		append([]string{"--print-config"}, args...), cfg, &out, func(context.Context, *cli.Runtime) error { return nil })
+	return out.String(), err
+}
+
+// lookup walks a decoded YAML document along a dotted path (list elements by index).
+func lookup(doc any, path string) (any, bool) {
+	for _, p := range strings.Split(path, ".") {
+		switch v := doc.(type) {
+		case map[string]any:
+			var ok bool
+			if doc, ok = v[p]; !ok {
+				return nil, false
+			}
+		case []any:
+			i, err := strconv.Atoi(p)
+			if err != nil || i < 0 || i >= len(v) {
+				return nil, false
+			}
+			doc = v[i]
+		default:
+			return nil, false
+		}
+	}
+	return doc, true
+}
+
+func keys(t *testing.T, file string) []string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "# key:"); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func directives(t *testing.T, file string) (want, args []string) {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if v, ok := strings.CutPrefix(line, "# want:"); ok {
+			want = append(want, strings.TrimSpace(v))
+		}
+		if v, ok := strings.CutPrefix(line, "# args:"); ok {
+			args = append(args, strings.Fields(v)...)
+		}
+		if v, ok := strings.CutPrefix(line, "# arg:"); ok {
+			args = append(args, strings.TrimSpace(v))
+		}
+	}
+	if err := sc.Err(); err != nil && err != io.EOF {
+		t.Fatal(err)
+	}
+	return want, args
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"gonum.org/v1/plot/vg"
+
+	"tau2rl/cmd/internal/cli"
+	"tau2rl/consumers/dataset"
+	"tau2rl/consumers/figures"
+	"tau2rl/schemas"
+	"tau2rl/trainer/steplog"
+)
+
+func init() {
+	commands["plot"] = command{summary: "draw a run's curves (reward per policy version, pass^k, throughput, log-prob mismatch) as PNG and SVG", main: plotMain}
+}
+
+// plotConfig is `tau2-eval plot`'s configuration.
+type plotConfig struct {
+	// Dataset is the archive (a Parquet dataset directory, release, file or glob).
+	Dataset string `yaml:"dataset"`
+	// Filter selects trajectories (tau2-replay's filters).
+	Filter dataset.Filter `yaml:"filter"`
+	// Steps is the trainer's steps.jsonl (or its checkpoint directory), for the mismatch figure.
+	Steps string `yaml:"steps"`
+	// Out is the directory the figures are written to. Default "figures".
+	Out string `yaml:"out"`
+	// Formats are png and/or svg. Default both.
+	Formats []string `yaml:"formats"`
+	// MaxK caps k of pass^k. Default 4.
+	MaxK int `yaml:"max_k"`
+	// Baseline, when set, draws a horizontal line on the reward figure (e.g. the SFT level).
+	Baseline *float64 `yaml:"baseline"`
+	// Title prefixes every figure's title.
+	Title string `yaml:"title"`
+	// WidthCM and HeightCM size every figure. Default 16 × 10.
+	WidthCM  float64 `yaml:"width_cm"`
+	HeightCM float64 `yaml:"height_cm"`
+}
+
+const plotUsage = `tau2-eval plot dataset=DIR [steps=CHECKPOINT_DIR/steps.jsonl] out=figures [key=value …]
+
+Draws a training run's curves from the archive (the archiver's Parquet dataset or a release;
+filter.* as in tau2-replay) and the trainer's per-step log (steps.jsonl in its checkpoint
+directory), each as PNG and SVG in out/:
+  reward               mean τ² reward per policy version at episode start, 95% confidence band
+                       (mean ± 1.96 standard errors), optional baseline line
+  passk                pass^k, k = 1..max_k, per domain (τ²'s estimator)
+  tokens_per_minute    generated tokens per minute of episode end time
+  episodes_per_minute  episodes per minute
+  mismatch             per trainer step: mean |behaviour − proximal| log-prob and the fraction of
+                       tokens masked by behav_imp_weight_cap (needs steps=)
+
+Example:
+  tau2-eval plot dataset=data/trajectories steps=checkpoints baseline=0.4 out=figures`
+
+func plotMain(args []string) {
+	rest, err := splitArgs(args, "dataset")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "tau2-eval plot: %v\n", err)
+		os.Exit(2)
+	}
+	cfg := defaultPlotConfig()
+	app := cli.App{Name: "tau2-eval plot", Usage: plotUsage, MetricsAddr: "off"}
+	cli.MainArgs(app, rest, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
+		return runPlot(ctx, &cfg, os.Stdout)
+	})
+}
+
+func defaultPlotConfig() plotConfig {
+	return plotConfig{Out: "figures", Formats: []string{"png", "svg"}, MaxK: 4, WidthCM: 16, HeightCM: 10}
+}
+
+func runPlot(ctx context.Context, cfg *plotConfig, out io.Writer) error {
+	switch {
+	case cfg.Dataset == "":
+		return fmt.Errorf("%w: dataset is required", cli.ErrUsage)
+	case cfg.Out == "":
+		return fmt.Errorf("%w: out is required", cli.ErrUsage)
+	case cfg.MaxK < 1:
+		return fmt.Errorf("%w: max_k must be ≥ 1", cli.ErrUsage)
+	case !(cfg.WidthCM > 0 && cfg.HeightCM > 0):
+		return fmt.Errorf("%w: width_cm and height_cm must be > 0", cli.ErrUsage)
+	}
+	for _, f := range cfg.Formats {
+		if f != "png" && f != "svg" {
+			return fmt.Errorf("%w: formats: %q is not png or svg", cli.ErrUsage, f)
+		}
+	}
+	if err := cfg.Filter.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
+	}
+	ds, err := dataset.Open(cfg.Dataset)
+	if err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	seen := map[string]bool{}
+	var trajs []*schemas.Trajectory
+	if _, err := ds.Scan(ctx, cfg.Filter, func(t *schemas.Trajectory) error {
+		if !seen[t.ID] { // an id archived twice counts once
+			seen[t.ID] = true
+			trajs = append(trajs, t)
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	if len(trajs) == 0 {
+		return errors.New("plot: no trajectory of the dataset passes the filter")
+	}
+	in := figures.Input{
+		Reward:     figures.RewardByVersion(trajs),
+		PassK:      figures.PassKByDomain(trajs, cfg.MaxK),
+		Throughput: figures.Throughput(trajs),
+	}
+	if cfg.Steps != "" {
+		recs, err := steplog.Read(cfg.Steps)
+		if err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+		in.Mismatch = figures.Mismatch(recs)
+	}
+	files, err := figures.Draw(cfg.Out, in, figures.Options{Formats: cfg.Formats, Baseline: cfg.Baseline, Title: cfg.Title,
+		Width: vg.Length(cfg.WidthCM) * vg.Centimeter, Height: vg.Length(cfg.HeightCM) * vg.Centimeter})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%d trajectories, %d policy versions", len(trajs), len(in.Reward))
+	if len(in.Reward) > 0 {
+		first, last := in.Reward[0], in.Reward[len(in.Reward)-1]
+		fmt.Fprintf(out, ", mean reward v%.0f %.3f → v%.0f %.3f", first.X, first.Y, last.X, last.Y)
+	}
+	fmt.Fprintln(out)
+	for _, f := range files {
+		fmt.Fprintln(out, "wrote", f)
+	}
+	return nil
+}

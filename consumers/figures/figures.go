@@ -1,0 +1,410 @@
+// Package figures draws a training run's curves from what the run left on disk — the archive
+// (Parquet dataset, read with consumers/dataset) and the trainer's per-step log
+// (trainer/steplog's steps.jsonl) — as PNG and SVG with gonum/plot:
+//
+//   - reward: mean τ² reward per policy version (at episode start) with a 95% confidence band
+//     (mean ± 1.96 standard errors), and an optional baseline (e.g. the demonstrator's success);
+//   - passk: pass^k for k = 1..K per domain (τ²'s estimator, lib/tau2/evaluator);
+//   - throughput: generated tokens per minute and episodes per minute (by episode end time);
+//   - mismatch: per trainer step, the mean |behaviour − proximal| log-prob and the fraction of
+//     tokens masked by behav_imp_weight_cap (the train/inference mismatch).
+//
+// The series are computed by pure functions (tested on their own); Draw only renders them.
+package figures
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+
+	"tau2rl/lib/tau2/evaluator"
+	"tau2rl/schemas"
+	"tau2rl/trainer/steplog"
+)
+
+// Point is one x with its mean and band.
+type Point struct {
+	X, Y, Lo, Hi float64
+	N            int
+}
+
+// RewardByVersion is the mean reward per policy version at episode start, with a 95% band.
+func RewardByVersion(trajs []*schemas.Trajectory) []Point {
+	by := map[int64][]float64{}
+	for _, t := range trajs {
+		by[t.PolicyVersionStart] = append(by[t.PolicyVersionStart], t.Reward)
+	}
+	var vs []int64
+	for v := range by {
+		vs = append(vs, v)
+	}
+	sort.Slice(vs, func(i, j int) bool { return vs[i] < vs[j] })
+	out := make([]Point, 0, len(vs))
+	for _, v := range vs {
+		rs := by[v]
+		var s float64
+		for _, r := range rs {
+			s += r
+		}
+		mean := s / float64(len(rs))
+		half := 0.0
+		if len(rs) > 1 {
+			var ss float64
+			for _, r := range rs {
+				ss += (r - mean) * (r - mean)
+			}
+			half = 1.96 * math.Sqrt(ss/float64(len(rs)-1)/float64(len(rs)))
+		}
+		out = append(out, Point{X: float64(v), Y: mean, Lo: mean - half, Hi: mean + half, N: len(rs)})
+	}
+	return out
+}
+
+// PassK is pass^k for k = 1..len(PassK) of one domain.
+type PassK struct {
+	Domain string
+	PassK  []float64
+	Tasks  int
+}
+
+// PassKByDomain computes τ²'s pass^k per domain, for k up to maxK (and the fewest trials of any
+// task).
+func PassKByDomain(trajs []*schemas.Trajectory, maxK int) []PassK {
+	by := map[string][]evaluator.Outcome{}
+	for _, t := range trajs {
+		r := t.Reward
+		by[t.Domain] = append(by[t.Domain], evaluator.Outcome{TaskID: t.TaskID, Termination: t.Termination, Reward: &r})
+	}
+	var ds []string
+	for d := range by {
+		ds = append(ds, d)
+	}
+	sort.Strings(ds)
+	var out []PassK
+	for _, d := range ds {
+		m := evaluator.ComputeMetrics(by[d], maxK)
+		out = append(out, PassK{Domain: d, PassK: m.PassHatK, Tasks: m.Tasks})
+	}
+	return out
+}
+
+// Rate is one minute of throughput, X in minutes since the first episode ended.
+type Rate struct {
+	Minute           float64
+	Tokens, Episodes float64
+}
+
+// Throughput counts generated tokens and episodes per minute of episode end time.
+func Throughput(trajs []*schemas.Trajectory) []Rate {
+	if len(trajs) == 0 {
+		return nil
+	}
+	first := trajs[0].EndedAt
+	for _, t := range trajs {
+		if t.EndedAt.Before(first) {
+			first = t.EndedAt
+		}
+	}
+	by := map[int]*Rate{}
+	last := 0
+	for _, t := range trajs {
+		m := int(t.EndedAt.Sub(first) / time.Minute)
+		r := by[m]
+		if r == nil {
+			r = &Rate{Minute: float64(m)}
+			by[m] = r
+		}
+		r.Tokens += float64(t.GeneratedTokens())
+		r.Episodes++
+		last = max(last, m)
+	}
+	out := make([]Rate, 0, last+1)
+	for m := 0; m <= last; m++ { // idle minutes are zeros, not gaps
+		if r := by[m]; r != nil {
+			out = append(out, *r)
+		} else {
+			out = append(out, Rate{Minute: float64(m)})
+		}
+	}
+	return out
+}
+
+// StepPoint is one trainer step's mismatch numbers.
+type StepPoint struct {
+	Step               int64
+	AbsDiff, CapMasked float64
+}
+
+// Mismatch reads the GRPO steps of a step log; a step logged twice (a restart between the log
+// and the checkpoint) keeps its last record.
+func Mismatch(recs []steplog.Record) []StepPoint {
+	by := map[int64]StepPoint{}
+	for _, r := range recs {
+		if r.Kind != "grpo" {
+			continue
+		}
+		by[r.Step] = StepPoint{Step: r.Step, AbsDiff: r.Metrics["behav_abs_diff"], CapMasked: r.Metrics["behav_cap_fraction"]}
+	}
+	out := make([]StepPoint, 0, len(by))
+	for _, p := range by {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Step < out[j].Step })
+	return out
+}
+
+// Options control Draw.
+type Options struct {
+	// Formats are the file extensions to write (png, svg). Default both.
+	Formats []string
+	// Width and Height of each figure. Default 16 cm × 10 cm.
+	Width, Height vg.Length
+	// Baseline, when set, is drawn as a horizontal line on the reward figure (e.g. the
+	// demonstrator's success rate, the SFT level).
+	Baseline *float64
+	// Title prefixes every figure title.
+	Title string
+}
+
+// Input is what Draw renders; nil or empty parts are skipped.
+type Input struct {
+	Reward     []Point
+	PassK      []PassK
+	Throughput []Rate
+	Mismatch   []StepPoint
+}
+
+// Draw writes every figure of in to dir (created) in every format and returns the paths.
+func Draw(dir string, in Input, o Options) ([]string, error) {
+	if len(o.Formats) == 0 {
+		o.Formats = []string{"png", "svg"}
+	}
+	for _, f := range o.Formats {
+		if f != "png" && f != "svg" {
+			return nil, fmt.Errorf("figures: format %q: want png or svg", f)
+		}
+	}
+	if o.Width == 0 {
+		o.Width = 16 * vg.Centimeter
+	}
+	if o.Height == 0 {
+		o.Height = 10 * vg.Centimeter
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("figures: %w", err)
+	}
+	var plots []struct {
+		name string
+		p    *plot.Plot
+	}
+	add := func(name string, p *plot.Plot, err error) error {
+		if err != nil {
+			return fmt.Errorf("figures: %s: %w", name, err)
+		}
+		if p != nil {
+			plots = append(plots, struct {
+				name string
+				p    *plot.Plot
+			}{name, p})
+		}
+		return nil
+	}
+	rp, err := rewardPlot(in.Reward, o)
+	if err := add("reward", rp, err); err != nil {
+		return nil, err
+	}
+	pk, err := passKPlot(in.PassK, o)
+	if err := add("passk", pk, err); err != nil {
+		return nil, err
+	}
+	tok, eps, err := throughputPlots(in.Throughput, o)
+	if err := add("tokens_per_minute", tok, err); err != nil {
+		return nil, err
+	}
+	if err := add("episodes_per_minute", eps, nil); err != nil {
+		return nil, err
+	}
+	mp, err := mismatchPlot(in.Mismatch, o)
+	if err := add("mismatch", mp, err); err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, pl := range plots {
+		for _, f := range o.Formats {
+			path := filepath.Join(dir, pl.name+"."+f)
+			if err := pl.p.Save(o.Width, o.Height, path); err != nil {
+				return files, fmt.Errorf("figures: save %s: %w", path, err)
+			}
+			files = append(files, path)
+		}
+	}
+	return files, nil
+}
+
+func titled(o Options, s string) string {
+	if o.Title != "" {
+		return o.Title + ": " + s
+	}
+	return s
+}
+
+func rewardPlot(pts []Point, o Options) (*plot.Plot, error) {
+	if len(pts) == 0 {
+		return nil, nil
+	}
+	p := plot.New()
+	p.Title.Text = titled(o, "mean reward per policy version")
+	p.X.Label.Text = "policy version (episode start)"
+	p.X.Tick.Marker = intTicks
+	p.Y.Label.Text = "τ² reward"
+	p.Y.Min, p.Y.Max = 0, 1
+	mean := make(plotter.XYs, len(pts))
+	band := make(plotter.XYs, 0, 2*len(pts))
+	for i, q := range pts {
+		mean[i] = plotter.XY{X: q.X, Y: q.Y}
+		band = append(band, plotter.XY{X: q.X, Y: math.Min(1, q.Hi)})
+	}
+	for i := len(pts) - 1; i >= 0; i-- {
+		band = append(band, plotter.XY{X: pts[i].X, Y: math.Max(0, pts[i].Lo)})
+	}
+	poly, err := plotter.NewPolygon(band)
+	if err != nil {
+		return nil, err
+	}
+	poly.Color = colorBand
+	poly.LineStyle.Width = 0
+	line, points, err := plotter.NewLinePoints(mean)
+	if err != nil {
+		return nil, err
+	}
+	line.Color, points.Color = colorMain, colorMain
+	p.Add(poly, line, points)
+	p.Legend.Add("mean reward", line, points)
+	p.Legend.Add("95% confidence band", poly)
+	if o.Baseline != nil {
+		b := *o.Baseline
+		f := plotter.NewFunction(func(float64) float64 { return b })
+		f.Color = colorBaseline
+		f.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(f)
+		p.Legend.Add(fmt.Sprintf("baseline %.2f", b), f)
+	}
+	p.Legend.Top = true
+	p.Add(plotter.NewGrid())
+	return p, nil
+}
+
+func passKPlot(rows []PassK, o Options) (*plot.Plot, error) {
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	p := plot.New()
+	p.Title.Text = titled(o, "pass^k per domain")
+	p.X.Label.Text = "k"
+	p.X.Tick.Marker = intTicks
+	p.Y.Label.Text = "pass^k"
+	p.Y.Min, p.Y.Max = 0, 1
+	for i, r := range rows {
+		xys := make(plotter.XYs, len(r.PassK))
+		for k, v := range r.PassK {
+			xys[k] = plotter.XY{X: float64(k + 1), Y: v}
+		}
+		if len(xys) == 0 {
+			continue
+		}
+		line, points, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return nil, err
+		}
+		c := palette[i%len(palette)]
+		line.Color, points.Color = c, c
+		p.Add(line, points)
+		p.Legend.Add(fmt.Sprintf("%s (%d tasks)", r.Domain, r.Tasks), line, points)
+	}
+	p.Legend.Top = true
+	p.Add(plotter.NewGrid())
+	return p, nil
+}
+
+func throughputPlots(rates []Rate, o Options) (*plot.Plot, *plot.Plot, error) {
+	if len(rates) == 0 {
+		return nil, nil, nil
+	}
+	mk := func(title, ylabel, legend string, y func(Rate) float64) (*plot.Plot, error) {
+		p := plot.New()
+		p.Title.Text = titled(o, title)
+		p.X.Label.Text = "minutes since the first episode ended"
+		p.Y.Label.Text = ylabel
+		p.Y.Min = 0
+		xys := make(plotter.XYs, len(rates))
+		for i, r := range rates {
+			xys[i] = plotter.XY{X: r.Minute, Y: y(r)}
+		}
+		line, points, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return nil, err
+		}
+		line.Color, points.Color = colorMain, colorMain
+		p.Add(line, points, plotter.NewGrid())
+		p.Legend.Add(legend, line, points)
+		p.Legend.Top = true
+		return p, nil
+	}
+	tok, err := mk("generated tokens per minute", "tokens / minute", "generated tokens", func(r Rate) float64 { return r.Tokens })
+	if err != nil {
+		return nil, nil, err
+	}
+	eps, err := mk("episodes per minute", "episodes / minute", "episodes", func(r Rate) float64 { return r.Episodes })
+	return tok, eps, err
+}
+
+func mismatchPlot(pts []StepPoint, o Options) (*plot.Plot, error) {
+	if len(pts) == 0 {
+		return nil, nil
+	}
+	p := plot.New()
+	p.Title.Text = titled(o, "train/inference log-prob mismatch")
+	p.X.Label.Text = "trainer step"
+	p.X.Tick.Marker = intTicks
+	p.Y.Label.Text = "nats / fraction of tokens"
+	p.Y.Min = 0
+	diff := make(plotter.XYs, len(pts))
+	capped := make(plotter.XYs, len(pts))
+	for i, q := range pts {
+		diff[i] = plotter.XY{X: float64(q.Step), Y: q.AbsDiff}
+		capped[i] = plotter.XY{X: float64(q.Step), Y: q.CapMasked}
+	}
+	for i, s := range []struct {
+		name string
+		xys  plotter.XYs
+	}{{"mean |behaviour − proximal|", diff}, {"fraction masked by the weight cap", capped}} {
+		line, points, err := plotter.NewLinePoints(s.xys)
+		if err != nil {
+			return nil, err
+		}
+		c := palette[i%len(palette)]
+		line.Color, points.Color = c, c
+		p.Add(line, points)
+		p.Legend.Add(s.name, line, points)
+	}
+	p.Legend.Top = true
+	p.Add(plotter.NewGrid())
+	return p, nil
+}
+
+// intTicks labels integer positions only (policy versions, steps, k), about ten of them.
+var intTicks = plot.TickerFunc(func(lo, hi float64) []plot.Tick {
+	step := math.Max(1, math.Ceil((hi-lo)/10))
+	var out []plot.Tick
+	for v := math.Ceil(lo); v <= hi; v += step {
+		out = append(out, plot.Tick{Value: v, Label: fmt.Sprintf("%.0f", v)})
+	}
+	return out
+})

@@ -1,0 +1,83 @@
+package figures
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"tau2rl/schemas"
+	"tau2rl/trainer/steplog"
+)
+
+func traj(id, domain, task string, v int64, reward float64, ended time.Time) *schemas.Trajectory {
+	return &schemas.Trajectory{ID: id, Domain: domain, TaskID: task, PolicyVersionStart: v, Reward: reward, EndedAt: ended,
+		Termination: schemas.TerminationAgentStop, Status: schemas.StatusOK}
+}
+
+func TestRewardByVersion(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	trajs := []*schemas.Trajectory{
+		traj("a", "airline", "1", 2, 1, t0), traj("b", "airline", "1", 2, 0, t0),
+		traj("c", "airline", "1", 0, 1, t0),
+	}
+	got := RewardByVersion(trajs)
+	if len(got) != 2 || got[0].X != 0 || got[1].X != 2 {
+		t.Fatalf("%+v", got)
+	}
+	// v0: one episode, no band. v2: mean 0.5, sample std √0.5, SE 0.5, half-width 1.96·0.5.
+	if got[0].Y != 1 || got[0].Lo != 1 || got[0].Hi != 1 || got[0].N != 1 {
+		t.Fatalf("v0 %+v", got[0])
+	}
+	if got[1].Y != 0.5 || math.Abs(got[1].Hi-(0.5+0.98)) > 1e-9 || math.Abs(got[1].Lo-(0.5-0.98)) > 1e-9 {
+		t.Fatalf("v2 %+v", got[1])
+	}
+}
+
+func TestPassKByDomain(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	var trajs []*schemas.Trajectory
+	// airline task 1 succeeds 2 of 4 times: pass^1 0.5, pass^2 C(2,2)/C(4,2) = 1/6.
+	for i, r := range []float64{1, 1, 0, 0} {
+		trajs = append(trajs, traj(string(rune('a'+i)), "airline", "1", 0, r, t0))
+	}
+	got := PassKByDomain(trajs, 2)
+	if len(got) != 1 || got[0].Domain != "airline" || len(got[0].PassK) != 2 ||
+		math.Abs(got[0].PassK[0]-0.5) > 1e-9 || math.Abs(got[0].PassK[1]-1.0/6) > 1e-9 {
+		t.Fatalf("%+v", got)
+	}
+}
+
+func TestThroughputFillsIdleMinutes(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	trajs := []*schemas.Trajectory{traj("a", "x", "1", 0, 1, t0.Add(10*time.Second)), traj("b", "x", "1", 0, 1, t0.Add(130*time.Second))}
+	got := Throughput(trajs)
+	if len(got) != 3 || got[0].Episodes != 1 || got[1].Episodes != 0 || got[2].Episodes != 1 {
+		t.Fatalf("%+v", got)
+	}
+	if Throughput(nil) != nil {
+		t.Fatal("no episodes, no rates")
+	}
+}
+
+func TestMismatchKeepsLastRecordPerStep(t *testing.T) {
+	recs := []steplog.Record{
+		{Kind: "grpo", Step: 1, Metrics: map[string]float64{"behav_abs_diff": 0.5}},
+		{Kind: "sft", Step: 1, Metrics: map[string]float64{"loss": 3}},
+		{Kind: "grpo", Step: 2, Metrics: map[string]float64{"behav_abs_diff": 0.2, "behav_cap_fraction": 0.1}},
+		{Kind: "grpo", Step: 1, Metrics: map[string]float64{"behav_abs_diff": 0.4}}, // re-run after a restart
+	}
+	got := Mismatch(recs)
+	if len(got) != 2 || got[0].AbsDiff != 0.4 || got[1].CapMasked != 0.1 {
+		t.Fatalf("%+v", got)
+	}
+}
+
+func TestDrawRejectsUnknownFormat(t *testing.T) {
+	if _, err := Draw(t.TempDir(), Input{}, Options{Formats: []string{"pdf"}}); err == nil {
+		t.Fatal("pdf accepted")
+	}
+	files, err := Draw(t.TempDir(), Input{}, Options{})
+	if err != nil || len(files) != 0 {
+		t.Fatalf("empty input: %v %v", files, err)
+	}
+}

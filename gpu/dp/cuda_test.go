@@ -1,0 +1,185 @@
+//go:build cuda
+
+package dp
+
+// The GPU side of gpu/dp, on one GPU (the CI machine has none; run it as docs/MULTIGPU.md says:
+// `make gpu` then `go test -tags cuda -run 'CUDA|NCCL' ./gpu/dp/`). With NCCL_NVLS_ENABLE=0.
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"tau2rl/gpu"
+	"tau2rl/gpu/collective/nccl"
+	"tau2rl/gpu/cuda"
+)
+
+func cudaConfig() gpu.Config {
+	c := gpu.TinyConfig()
+	c.VocabSize, c.HiddenSize, c.IntermediateSize, c.NumHiddenLayers = 1000, 192, 384, 2
+	c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim = 4, 2, 64
+	c.RopeTheta, c.MaxPositionEmbeddings = 1e6, 4096
+	c.TieWordEmbeddings = false
+	return c
+}
+
+func cudaOptions() cuda.Options {
+	o := cuda.DefaultOptions()
+	o.Attention = cuda.AttentionFA2Det // the same gradient bits on every run
+	return o
+}
+
+func newCUDA(t *testing.T, w *gpu.Weights) *cuda.Backend {
+	t.Helper()
+	b, err := cuda.New(w, cudaOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// ncclGroup is a world-1 NCCL group on device 0 around be.
+func ncclGroup(t *testing.T, be gpu.Backend) *Group {
+	t.Helper()
+	if os.Getenv("NCCL_NVLS_ENABLE") != "0" {
+		t.Setenv("NCCL_NVLS_ENABLE", "0") // NVLink multicast stays off (docs/MULTIGPU.md)
+	}
+	id, err := nccl.UniqueID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	comms, err := nccl.NewHost(id, 0, 1, []int{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New([]gpu.Backend{be}, comms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+// shardMaster is the group's first rank's fp32 masters, cut to the layout's tensors.
+func shardMaster(t *testing.T, g *Group) *gpu.Weights {
+	t.Helper()
+	st, err := g.ranks[0].sh.ShardState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &gpu.Weights{Config: g.cfg, Tensors: map[string][]float32{}}
+	for i, s := range gpu.ParamSpecs(g.cfg) {
+		o := g.layout.Offsets[i]
+		w.Tensors[s.Name] = st.Master[o : o+s.Size()]
+	}
+	return w
+}
+
+// TestNCCLWorldOneEqualsPlainCUDA: the NCCL path with one rank (reduce-scatter, all-reduce of the
+// norm, shard AdamW, bf16 all-gather, all through NCCL) takes the plain CUDA backend's steps: the
+// same loss and norm, the same fp32 masters, and bf16 working weights that are those masters
+// rounded; then a sharded checkpoint resumes bit for bit.
+func TestNCCLWorldOneEqualsPlainCUDA(t *testing.T) {
+	v, err := nccl.Version()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("NCCL version %d", v)
+	cfg := cudaConfig()
+	w0, _ := gpu.NewRandomWeights(cfg, 77)
+	plain := newCUDA(t, w0)
+	defer plain.Close()
+	g := ncclGroup(t, newCUDA(t, w0))
+	steps := []stepData{makeStep(1, cfg, 5), makeStep(2, cfg, 4), makeStep(3, cfg, 6)}
+	for k, d := range steps[:2] {
+		l1, n1 := stepOne(t, plain, d)
+		lg, ng := stepGroup(t, g, d)
+		if !near(l1, lg, 1e-6) || !near(n1, ng, 1e-6) {
+			t.Fatalf("step %d: plain loss %.9g norm %.9g, NCCL loss %.9g norm %.9g", k, l1, n1, lg, ng)
+		}
+		if d, where := maxDiff(weightsOf(t, plain), shardMaster(t, g)); d > 1e-6 {
+			t.Fatalf("step %d: fp32 masters differ by %g at %s", k, d, where)
+		}
+		if d, where := maxDiff(weightsOf(t, g), roundBF16(weightsOf(t, plain))); d > 0 {
+			// Only where the masters differ in their last bits may the rounding differ; report it.
+			t.Logf("step %d: bf16 working weights differ from the rounded masters by %g at %s", k, d, where)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "v2")
+	saveCheckpoint(t, g, dir, gpu.BF16)
+	want, _ := stepGroup(t, g, steps[2])
+	w, err := gpu.LoadWeights(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := ncclGroup(t, newCUDA(t, w))
+	if err := r.LoadOptimizerState(dir); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := stepGroup(t, r, steps[2])
+	if got != want || !bitEqual(shardMaster(t, g), shardMaster(t, r)) {
+		t.Fatalf("resumed step: loss %v, uninterrupted %v (or masters differ)", got, want)
+	}
+}
+
+func roundBF16(w *gpu.Weights) *gpu.Weights {
+	out := &gpu.Weights{Config: w.Config, Tensors: map[string][]float32{}}
+	for n, x := range w.Tensors {
+		y := make([]float32, len(x))
+		for i, v := range x {
+			b := math.Float32bits(v)
+			b += 0x7fff + (b>>16)&1 // round to nearest even
+			y[i] = math.Float32frombits(b &^ 0xffff)
+		}
+		out.Tensors[n] = y
+	}
+	return out
+}
+
+// TestCUDAShardMemoryModel: what a CUDA rank holds after Shard, for several world sizes simulated
+// on one GPU (Shard needs no communicator), is MemoryModel's ShardOptimizer figure; unsharded it
+// is the Replicated figure; and the device's free memory moves by the same amount.
+func TestCUDAShardMemoryModel(t *testing.T) {
+	cfg := gpu.Qwen3_0_6B()
+	cfg.NumHiddenLayers = 4 // 0.2 B parameters: big enough to see, small enough for any GPU
+	w, err := gpu.NewRandomWeights(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const slack = 4 << 20 // the norm scratch, allocator rounding
+	for _, world := range []int{1, 2, 8} {
+		before, err := cuda.Device(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		be := newCUDA(t, w)
+		layout := be.FlatLayout()
+		rep, _ := MemoryModel(cfg, int64(layout.Len), "cuda", 1, Replicated)
+		if held := be.HeldBytes(); held < rep.Bytes || held > rep.Bytes+slack {
+			t.Fatalf("unsharded: held %d, model %d", held, rep.Bytes)
+		}
+		if _, err := be.Shard(world-1, world); err != nil {
+			t.Fatal(err)
+		}
+		m, _ := MemoryModel(cfg, int64(layout.Len), "cuda", world, ShardOptimizer)
+		held := be.HeldBytes()
+		after, err := cuda.Device(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		used := before.FreeBytes - after.FreeBytes
+		t.Logf("world %d: model %.1f MiB (%.2f B/param), HeldBytes %.1f MiB, device free memory down %.1f MiB",
+			world, float64(m.Bytes)/(1<<20), m.BytesPerParam(), float64(held)/(1<<20), float64(used)/(1<<20))
+		if held < m.Bytes || held > m.Bytes+slack {
+			t.Fatalf("world %d: held %d, model %d", world, held, m.Bytes)
+		}
+		// The allocator's view: the model plus the cuBLAS workspace (32 MiB) and the context's own
+		// allocations, within 256 MiB.
+		if used < m.Bytes || used > m.Bytes+256<<20 {
+			t.Fatalf("world %d: device memory used %d, model %d", world, used, m.Bytes)
+		}
+		be.Close()
+	}
+}
