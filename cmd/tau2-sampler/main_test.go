@@ -229,10 +229,11 @@ func TestConfigErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "gpu-sampler") {
 		t.Fatalf("backend=cuda: %v", err)
 	}
-	// --print-config shows the defaults.
+	// --print-config shows the defaults (a configuration is validated before it is printed, so
+	// the one required key is given).
 	cfg = DefaultConfig()
 	out.Reset()
-	if err := cli.Execute(context.Background(), cli.App{Name: "tau2-sampler", Usage: usage}, []string{"--print-config"}, &cfg, &out, nil); err != nil {
+	if err := cli.Execute(context.Background(), cli.App{Name: "tau2-sampler", Usage: usage}, []string{"--print-config", "model=" + dir}, &cfg, &out, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "block_size: 16") || !strings.Contains(out.String(), "listen: 127.0.0.1:30000") {
