@@ -15,6 +15,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"tau2rl/cmd/internal/cli"
+	"tau2rl/cmd/internal/clitest"
 	"tau2rl/gpu"
 	"tau2rl/lib/inference/llm"
 	"tau2rl/lib/inference/tokenizer"
@@ -264,4 +265,9 @@ func TestDrainOnSignal(t *testing.T) {
 	if o.err == nil && o.res.FinishReason != llm.FinishAbort && o.res.FinishReason != llm.FinishLength {
 		t.Fatalf("in-flight request: %+v", o.res)
 	}
+}
+
+// TestConfigFiles: testdata/config/{good,bad} (see cmd/internal/clitest).
+func TestConfigFiles(t *testing.T) {
+	clitest.ConfigFiles(t, "testdata/config", func() any { c := DefaultConfig(); return &c })
 }
