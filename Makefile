@@ -78,7 +78,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	@# The cuda-tagged Go code (cgo over plain-C headers) type-checks without CUDA: keep it compiling.
-	if command -v gcc >/dev/null; then $(GO) vet -tags cuda ./gpu/... ./cmd/tau2-trainer/; fi
+	if command -v gcc >/dev/null; then $(GO) vet -tags cuda ./gpu/... ./cmd/tau2-trainer/ ./cmd/tau2-sampler/; fi
 	$(GO) run $(STATICCHECK) ./...
 
 clean:

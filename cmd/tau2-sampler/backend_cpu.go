@@ -13,6 +13,10 @@ func init() {
 		if n == 0 {
 			n = (c.KV.CPUTokens + c.KV.BlockSize - 1) / c.KV.BlockSize
 		}
-		return cpu.NewDecoder(w, gpu.KVCacheSpec{BlockSize: c.KV.BlockSize, NumBlocks: n})
+		d, err := cpu.NewDecoder(w, gpu.KVCacheSpec{BlockSize: c.KV.BlockSize, NumBlocks: n})
+		if err != nil {
+			return nil, err // not a typed nil inside the interface
+		}
+		return d, nil
 	}
 }

@@ -18,6 +18,10 @@ func init() {
 				return nil, err
 			}
 		}
-		return cuda.NewDecoder(w, gpu.KVCacheSpec{BlockSize: c.KV.BlockSize, NumBlocks: n})
+		d, err := cuda.NewDecoder(w, gpu.KVCacheSpec{BlockSize: c.KV.BlockSize, NumBlocks: n})
+		if err != nil {
+			return nil, err // not a typed nil inside the interface
+		}
+		return d, nil
 	}
 }

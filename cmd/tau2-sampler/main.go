@@ -107,8 +107,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("kv.memory_fraction %v must be in (0, 1)", c.KV.MemoryFraction)
 	case c.KV.CPUTokens <= 0:
 		return fmt.Errorf("kv.cpu_tokens %d must be > 0", c.KV.CPUTokens)
-	case c.Engine.MaxRunning < 0 || c.Engine.MaxStepTokens < 0 || c.Engine.ContextLength < 0:
-		return errors.New("engine.max_running, engine.max_step_tokens and engine.context_length must be ≥ 0")
+	case c.Engine.MaxRunning < 0 || c.Engine.MaxStepTokens < 0 || c.Engine.ContextLength < 0 || c.Engine.SampleVocabLimit < 0:
+		return errors.New("engine.max_running, engine.max_step_tokens, engine.context_length and engine.sample_vocab_limit must be ≥ 0")
 	case c.DrainTimeout < 0:
 		return fmt.Errorf("drain_timeout %v must be ≥ 0", c.DrainTimeout)
 	}

@@ -15,6 +15,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"tau2rl/cmd/internal/cli"
+	"tau2rl/cmd/internal/clitest"
 	"tau2rl/gpu"
 	"tau2rl/lib/inference/llm"
 	"tau2rl/lib/inference/tokenizer"
@@ -229,10 +230,11 @@ func TestConfigErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "gpu-sampler") {
 		t.Fatalf("backend=cuda: %v", err)
 	}
-	// --print-config shows the defaults.
+	// --print-config shows the defaults (a configuration is validated before it is printed, so
+	// the one required key is given).
 	cfg = DefaultConfig()
 	out.Reset()
-	if err := cli.Execute(context.Background(), cli.App{Name: "tau2-sampler", Usage: usage}, []string{"--print-config"}, &cfg, &out, nil); err != nil {
+	if err := cli.Execute(context.Background(), cli.App{Name: "tau2-sampler", Usage: usage}, []string{"--print-config", "model=" + dir}, &cfg, &out, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "block_size: 16") || !strings.Contains(out.String(), "listen: 127.0.0.1:30000") {
@@ -263,4 +265,9 @@ func TestDrainOnSignal(t *testing.T) {
 	if o.err == nil && o.res.FinishReason != llm.FinishAbort && o.res.FinishReason != llm.FinishLength {
 		t.Fatalf("in-flight request: %+v", o.res)
 	}
+}
+
+// TestConfigFiles: testdata/config/{good,bad} (see cmd/internal/clitest).
+func TestConfigFiles(t *testing.T) {
+	clitest.ConfigFiles(t, "testdata/config", func() any { c := DefaultConfig(); return &c })
 }

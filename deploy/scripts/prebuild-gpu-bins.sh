@@ -7,9 +7,9 @@
 # No CUDA is needed here: the cuda-tagged binaries link libt2cuda.so dynamically, and at link time a
 # stand-in library generated from csrc/t2cuda.h (every t2_* function returning an error) satisfies
 # the linker; empty cuBLAS/cudart/NCCL stand-ins satisfy the -l flags (--as-needed drops them, since
-# only the kernels use them). On the GPU machine, gpu/cuda/device-run.sh builds the real
-# libt2cuda.so with nvcc from the same sources and puts it on LD_LIBRARY_PATH, so the binaries run
-# the real kernels. A machine with Go and nvcc needs none of this: `make gpu-trainer gpu-sampler`.
+# only the kernels use them). On the GPU machine, deploy/scripts/learn-prebuilt.sh builds the real
+# libt2cuda.so and libt2nccl.so with nvcc from the same sources and puts them on LD_LIBRARY_PATH,
+# so the binaries run the real kernels. A machine with Go and nvcc needs none of this: `make gpu-trainer gpu-sampler`.
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"
@@ -18,17 +18,20 @@ stub=$root/.devbin/pgb-stub
 out=$root/.devbin/bin
 rm -rf "$out" && mkdir -p "$stub" "$out"
 
-python3 - "$root/gpu/cuda/csrc/t2cuda.h" > "$stub/t2stub.c" <<'EOF'
+# Stand-ins generated from the C ABI headers: every function returns its status type's error.
+cat > "$stub/stubgen.py" <<'EOF'
 import re, sys
-h = open(sys.argv[1]).read()
-body = re.sub(r'/\*.*?\*/', '', h, flags=re.S)
+header, st = sys.argv[1], sys.argv[2]
+body = re.sub(r'/\*.*?\*/', '', open(header).read(), flags=re.S)
 body = re.sub(r'//[^\n]*', '', body)
-print('#include "t2cuda.h"')
-for d in re.findall(r'(t2_status\s+\w+\s*\([^;{]*\))\s*;', body):
-    print(d + ' { t2_status s = {-1, "stub", "prebuild-gpu-bins.sh", 0, '
-          '"the stand-in libt2cuda.so is loaded: put the real one on LD_LIBRARY_PATH"}; return s; }')
+print('#include "%s"' % header)
+for d in re.findall(r'(' + st + r'\s+\w+\s*\([^;{]*\))\s*;', body):
+    print(d + ' { ' + st + ' stub_status_ = {0}; stub_status_.code = -1; '
+          'stub_status_.msg = "the stand-in library is loaded: put the real one on LD_LIBRARY_PATH"; return stub_status_; }')
 EOF
-gcc -shared -fPIC -I"$root/gpu/cuda/csrc" -o "$stub/libt2cuda.so" "$stub/t2stub.c"
+python3 "$stub/stubgen.py" "$root/gpu/cuda/csrc/t2cuda.h" t2_status > "$stub/t2cuda.c"
+python3 "$stub/stubgen.py" "$root/gpu/collective/nccl/csrc/t2nccl.h" t2n_status > "$stub/t2nccl.c"
+for l in t2cuda t2nccl; do gcc -shared -fPIC -o "$stub/lib$l.so" "$stub/$l.c"; done
 for l in cublas cudart nccl; do echo "" | gcc -shared -fPIC -x c -o "$stub/lib$l.so" -; done
 
 ldflags='-s -w'

@@ -15,6 +15,18 @@
 //  4. caches every newly filled block in the prefix cache, so later requests with the same prefix
 //     (a τ² episode's next turn, another episode's system prompt) skip its prefill.
 //
+// Padded vocabulary: Qwen3 pads its embedding and LM head (vocab_size 151,936) beyond the
+// tokenizer's 151,669 ids, and a badly trained policy can put mass on the padded rows. The engine
+// never returns an id ≥ the sample vocabulary limit (Config.SampleVocabLimit): it rejects such a
+// draw and, on the next step, re-feeds the request's last token at its own position (the same
+// token at the same position over the same cached prefix writes the same keys and values, so the
+// re-write is idempotent, even into a block the prefix cache already holds) and draws again with
+// the next uniform of the request's stream. Accepted draws are therefore distributed exactly as
+// the model's distribution conditioned on valid ids; the log-prob returned stays log softmax over
+// the full vocabulary, which is what the trainer recomputes. After maxRejections rejections in a
+// row (at once for greedy requests, whose argmax never changes) the request ends with finish
+// reason abort. Without rejections the draws are those of an engine without the limit.
+//
 // Reproducibility: a request's k-th draw is Uniform(seed, k) and every row of a step is computed
 // independently of the batch, so a request's tokens do not depend on batching, chunking, block
 // size, the prefix cache or preemption (the invariance tests check each).
@@ -53,7 +65,14 @@ type Config struct {
 	EOSTokenIDs []int32 `yaml:"eos_token_ids"`
 	// WeightVersion is the version reported before the first reload (default "0").
 	WeightVersion string `yaml:"weight_version"`
+	// SampleVocabLimit: sampled ids ≥ this are rejected and redrawn (see the package doc).
+	// Default: the tokenizer's vocabulary size when one is loaded, else the model's vocab_size.
+	SampleVocabLimit int `yaml:"sample_vocab_limit"`
 }
+
+// maxRejections bounds the consecutive rejected draws of one request position (see the package
+// doc); a model putting nearly all its mass on padded ids is broken and must not stall the engine.
+const maxRejections = 32
 
 func (c Config) withDefaults(mc gpu.Config) Config {
 	if c.MaxRunning <= 0 {
@@ -89,6 +108,7 @@ type Engine struct {
 	met    *Metrics
 	bs     int
 	ctxLen int
+	limit  int // sampled ids ≥ limit are rejected
 
 	mu       sync.Mutex
 	incoming []*seq
@@ -110,6 +130,7 @@ type Engine struct {
 	arrivals uint64
 	steps    int
 	gen      int
+	rejected int
 	decTime  time.Duration
 }
 
@@ -137,6 +158,8 @@ type seq struct {
 	first    bool // not yet admitted once
 	retracts int
 	textLen  int // bytes of detokenized output already searched for stop strings
+	draws    int // uniforms used: len(out) plus rejected draws
+	rejects  int // consecutive rejected draws at the current position
 	done     chan Result
 	finished bool
 }
@@ -152,6 +175,8 @@ type Stats struct {
 	// the time spent inside Decoder.Step (the rest of a step's time is the engine's overhead).
 	Steps, Generated int
 	DecoderTime      time.Duration
+	// Rejected counts draws of ids ≥ the sample vocabulary limit, discarded and redrawn.
+	Rejected int
 }
 
 // New builds an engine over dec. tok (optional) detokenizes for stop strings; met (optional)
@@ -169,9 +194,22 @@ func New(dec gpu.Decoder, cfg Config, tok *tokenizer.Tokenizer, met *Metrics, lo
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	limit := cfg.SampleVocabLimit
+	switch {
+	case limit < 0:
+		return nil, fmt.Errorf("sampler: sample_vocab_limit %d must be ≥ 0 (0: default)", limit)
+	case limit > mc.VocabSize:
+		return nil, fmt.Errorf("sampler: sample_vocab_limit %d exceeds the model's vocab_size %d", limit, mc.VocabSize)
+	case limit > 0 && tok != nil && limit > tok.VocabSize():
+		return nil, fmt.Errorf("sampler: sample_vocab_limit %d exceeds the tokenizer's vocabulary size %d", limit, tok.VocabSize())
+	case limit == 0 && tok != nil:
+		limit = min(tok.VocabSize(), mc.VocabSize)
+	case limit == 0:
+		limit = mc.VocabSize
+	}
 	pool := kvcache.New(kv.NumBlocks)
 	e := &Engine{
-		dec: dec, mcfg: mc, cfg: cfg, tok: tok, log: log, met: met, bs: kv.BlockSize, ctxLen: cfg.ContextLength,
+		dec: dec, mcfg: mc, cfg: cfg, tok: tok, log: log, met: met, bs: kv.BlockSize, ctxLen: cfg.ContextLength, limit: limit,
 		wake: make(chan struct{}, 1), stopped: make(chan struct{}), pool: pool, tree: radix.New(pool, kv.BlockSize),
 		version: cfg.WeightVersion, seedRand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
@@ -656,7 +694,7 @@ func (e *Engine) step(batch []work) error {
 		end := s.computed + w.chunk
 		seqs[i] = gpu.ServeSeq{Tokens: s.tokens[s.computed:end], Start: s.computed, Blocks: s.blocks, Sample: end == len(s.tokens), Params: s.req.Params}
 		if seqs[i].Sample {
-			seqs[i].Uniform = Uniform(s.seed, len(s.out))
+			seqs[i].Uniform = Uniform(s.seed, s.draws)
 		}
 		ntok += w.chunk
 	}
@@ -681,6 +719,12 @@ func (e *Engine) step(batch []work) error {
 		}
 		d := out[k]
 		k++
+		s.draws++
+		if int(d.Token) >= e.limit {
+			e.reject(s, d)
+			continue
+		}
+		s.rejects = 0
 		gen++
 		e.appendToken(s, d)
 	}
@@ -690,6 +734,26 @@ func (e *Engine) step(batch []work) error {
 	e.running = slices.DeleteFunc(e.running, func(s *seq) bool { return s.finished })
 	e.checkDrained()
 	return nil
+}
+
+// reject discards a draw of a padded id ≥ e.limit: the request's last token is marked
+// uncomputed, so the next step re-feeds it at its own position (ServeSeq{Tokens: {last}, Start:
+// len(tokens)-1}) and draws again with the next uniform. Its blocks already cover that position
+// and a block the prefix cache holds is rewritten with the same keys and values, so neither the
+// block table nor the cache changes.
+func (e *Engine) reject(s *seq, d gpu.Sampled) {
+	s.rejects++
+	e.rejected++
+	e.met.rejected()
+	if s.rejects >= maxRejections || s.req.Params.Greedy() {
+		e.log.Warn("model keeps sampling ids outside the vocabulary; ending the request",
+			"id", s.req.ID, "token", d.Token, "limit", e.limit, "rejections", s.rejects)
+		e.finish(s, FinishReason{Type: FinishAbort, MatchedToken: -1, Message: fmt.Sprintf(
+			"internal error: the model sampled %d ids in a row outside the vocabulary [0, %d) (last %d)",
+			s.rejects, e.limit, d.Token)})
+		return
+	}
+	s.computed--
 }
 
 // appendToken records a draw and ends the request if it should stop.
@@ -781,7 +845,7 @@ func (e *Engine) publishStats() {
 	st := Stats{
 		Running: len(e.running), Waiting: len(e.waiting), TotalBlocks: e.pool.Total(),
 		UsedBlocks: e.pool.Total() - e.pool.Free(), CachedBlocks: e.tree.Blocks(), Version: e.version,
-		Paused: e.pause != notPaused, Steps: e.steps, Generated: e.gen, DecoderTime: e.decTime,
+		Paused: e.pause != notPaused, Steps: e.steps, Generated: e.gen, DecoderTime: e.decTime, Rejected: e.rejected,
 	}
 	e.mu.Lock()
 	st.Waiting += len(e.incoming)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -504,5 +505,145 @@ func TestPrefillCannotDeadlock(t *testing.T) {
 	// The young request was retracted (and, with the blocks left over, readmitted from scratch).
 	if len(batch) == 0 || batch[0].s != old || batch[0].chunk != 14 || young.retracts != 1 {
 		t.Fatalf("batch %+v, young retracted %d", batch, young.retracts)
+	}
+}
+
+// paddedWeights scales the (tied) embedding rows ≥ limit by f, so that for f > 1 the padded
+// ids take much of the probability mass, as with a policy trained onto Qwen3's padded rows.
+func paddedWeights(t testing.TB, limit int, f float32) *gpu.Weights {
+	t.Helper()
+	w := tinyWeights(t, 5)
+	h, emb := w.Config.HiddenSize, w.Tensors[gpu.NameEmbed]
+	for i := limit * h; i < len(emb); i++ {
+		emb[i] *= f
+	}
+	return w
+}
+
+// samplingRequests are testRequests without the greedy ones (a greedy request whose argmax is
+// padded ends at once; TestPaddedGreedyAborts checks that).
+func samplingRequests() []Request {
+	var rs []Request
+	for _, r := range testRequests() {
+		if !r.Params.Greedy() {
+			r.MaxNewTokens = 40
+			r.Params.Temperature = 2 // the tiny random model is peaked; flatten it so draws vary
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}
+
+// TestPaddedIDsNeverSampled: with the padded rows dominating, no id ≥ the limit is returned,
+// the rejections are counted, and the outputs stay reproducible per seed — also batched, with
+// the prefix cache and small blocks (a re-fed position then often sits in a cached block).
+func TestPaddedIDsNeverSampled(t *testing.T) {
+	const limit = 48
+	w := paddedWeights(t, limit, 1.45)
+	rs := samplingRequests()
+	off, on := false, true
+	var ref []Result
+	for _, tc := range []struct {
+		name string
+		kv   gpu.KVCacheSpec
+		cfg  Config
+	}{
+		{"alone", gpu.KVCacheSpec{BlockSize: 16, NumBlocks: 64}, Config{PrefixCache: &off, MaxRunning: 1}},
+		{"batched+prefix-cache", gpu.KVCacheSpec{BlockSize: 4, NumBlocks: 256}, Config{PrefixCache: &on}},
+	} {
+		tc.cfg.SampleVocabLimit = limit
+		e := startEngine(t, w, tc.kv, tc.cfg)
+		got := runBatched(t, e, rs)
+		n := 0
+		for i, r := range got {
+			if r.Finish.Type == FinishAbort {
+				t.Fatalf("%s: request %d aborted: %+v", tc.name, i, r.Finish)
+			}
+			for j, id := range r.OutputIDs {
+				if id < 0 || id >= limit {
+					t.Fatalf("%s: request %d token %d = %d is outside [0, %d)", tc.name, i, j, id, limit)
+				}
+				if lp := r.LogProbs[j]; !(lp <= 0) {
+					t.Fatalf("%s: request %d log-prob %d = %v", tc.name, i, j, lp)
+				}
+			}
+			n += len(r.OutputIDs)
+		}
+		if err := e.Barrier(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		st := e.Stats()
+		if st.Rejected < n/3 {
+			t.Fatalf("%s: %d rejections for %d tokens: the padded rows do not dominate, the test checks nothing", tc.name, st.Rejected, n)
+		}
+		if st.Generated != n {
+			t.Fatalf("%s: Generated = %d, want the %d returned tokens", tc.name, st.Generated, n)
+		}
+		t.Logf("%s: %d tokens, %d rejected draws", tc.name, n, st.Rejected)
+		if ref == nil {
+			ref = got
+		} else {
+			sameOutputs(t, tc.name, got, ref)
+		}
+	}
+}
+
+// TestPaddedGreedyAborts: a greedy request whose argmax is padded cannot be redrawn and ends
+// with finish reason abort and a message saying why, instead of returning the id.
+func TestPaddedGreedyAborts(t *testing.T) {
+	const limit = 48
+	e := startEngine(t, paddedWeights(t, limit, 50), gpu.KVCacheSpec{BlockSize: 16, NumBlocks: 64}, Config{SampleVocabLimit: limit})
+	r := testRequests()[1]
+	r.MaxNewTokens = 40
+	got := runAll(t, e, []Request{r})[0]
+	if got.Finish.Type != FinishAbort || !strings.Contains(got.Finish.Message, "outside the vocabulary") {
+		t.Fatalf("finish %+v, want an abort naming the vocabulary", got.Finish)
+	}
+	for _, id := range got.OutputIDs {
+		if id >= limit {
+			t.Fatalf("returned padded id %d", id)
+		}
+	}
+}
+
+// TestVocabLimitInactive: when the model does not sample ids ≥ the limit, the limit changes
+// nothing: outputs are bit-identical to an engine without it and nothing is rejected.
+func TestVocabLimitInactive(t *testing.T) {
+	w := tinyWeights(t, 5)
+	rs := testRequests()
+	want := alone(t, w, rs)
+	top := int32(0)
+	for _, r := range want {
+		top = max(top, slices.Max(r.OutputIDs))
+	}
+	limit := int(top) + 1
+	if limit >= w.Config.VocabSize {
+		t.Fatalf("outputs reach id %d; pick requests that leave the top ids unused", top)
+	}
+	on := true
+	e := startEngine(t, w, gpu.KVCacheSpec{BlockSize: 4, NumBlocks: 256}, Config{PrefixCache: &on, SampleVocabLimit: limit})
+	sameOutputs(t, "limited", runBatched(t, e, rs), want)
+	if err := e.Barrier(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.Stats().Rejected; n != 0 {
+		t.Fatalf("%d rejections below the limit %d", n, limit)
+	}
+}
+
+func TestVocabLimitConfig(t *testing.T) {
+	w := tinyWeights(t, 5)
+	for _, tc := range []struct {
+		limit int
+		ok    bool
+	}{{0, true}, {1, true}, {64, true}, {65, false}, {-1, false}} {
+		dec, err := cpu.NewDecoder(w, gpu.KVCacheSpec{BlockSize: 16, NumBlocks: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = New(dec, Config{SampleVocabLimit: tc.limit}, nil, nil, nil)
+		if (err == nil) != tc.ok {
+			t.Errorf("limit %d: err = %v, want ok=%v", tc.limit, err, tc.ok)
+		}
 	}
 }

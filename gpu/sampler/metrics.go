@@ -14,6 +14,7 @@ type Metrics struct {
 	steps                      prometheus.Counter
 	stepSeconds                prometheus.Histogram
 	retractions                prometheus.Counter
+	rejections                 prometheus.Counter
 	requests                   *prometheus.CounterVec
 	running, waiting           prometheus.Gauge
 	kvUsage, kvBlocks, cached  prometheus.Gauge
@@ -43,6 +44,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		stepSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "tau2rl", Subsystem: "sampler", Name: "step_seconds",
 			Help: "Wall time of one decoder step.", Buckets: prometheus.ExponentialBuckets(1e-4, 2, 18)}),
 		retractions: c("retractions_total", "Requests preempted (cache full) or recomputed after a weight update."),
+		rejections:  c("rejected_draws_total", "Draws of ids ≥ the sample vocabulary limit (padded LM-head rows), discarded and redrawn."),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "tau2rl", Subsystem: "sampler", Name: "requests_total",
 			Help: "Finished requests by finish reason (stop, length, abort)."}, []string{"finish"}),
 		running:         g("running_requests", "Requests in the running batch."),
@@ -56,7 +58,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.promptTokens, m.cachedTokens, m.genTokens, m.stepTokens, m.steps,
-			m.stepSeconds, m.retractions, m.requests, m.running, m.waiting, m.kvUsage, m.kvBlocks, m.cached,
+			m.stepSeconds, m.retractions, m.rejections, m.requests, m.running, m.waiting, m.kvUsage, m.kvBlocks, m.cached,
 			m.hitRate, m.tokensPerSecond, m.paused} {
 			if err := reg.Register(col); err != nil {
 				return nil, err
@@ -80,6 +82,12 @@ func (m *Metrics) admitted(prompt, cached int) {
 func (m *Metrics) retracted() {
 	if m != nil {
 		m.retractions.Inc()
+	}
+}
+
+func (m *Metrics) rejected() {
+	if m != nil {
+		m.rejections.Inc()
 	}
 }
 

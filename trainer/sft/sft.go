@@ -143,21 +143,16 @@ func Load(ctx context.Context, cfg *Config, log *slog.Logger) ([]*schemas.Trajec
 	if err != nil {
 		return nil, 0, fmt.Errorf("sft: %w", err)
 	}
-	seen := map[string]bool{}
+	// Scan yields each trajectory id once (unless the filter keeps duplicates) and counts the rest.
 	var out []*schemas.Trajectory
-	dups := 0
 	st, err := ds.Scan(ctx, cfg.Filter, func(t *schemas.Trajectory) error {
-		if seen[t.ID] {
-			dups++
-			return nil
-		}
-		seen[t.ID] = true
 		out = append(out, t)
 		return nil
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("sft: %w", err)
 	}
+	dups := int(st.Duplicates)
 	log.Info("dataset read", "files", st.Files, "rows_read", st.RowsRead, "selected", len(out), "duplicates", dups)
 	if len(out) == 0 {
 		return nil, dups, fmt.Errorf("sft: no trajectory of %s passes the filter (%d rows read)", cfg.Dataset, st.RowsRead)

@@ -32,10 +32,19 @@ type fixture struct {
 // newFixture serves cfg's random checkpoint (seed 5) on loopback, with tok (may be nil).
 func newFixture(t testing.TB, cfg gpu.Config, tok *tokenizer.Tokenizer, ecfg sampler.Config) *fixture {
 	t.Helper()
+	return newFixtureEdited(t, cfg, tok, ecfg, nil)
+}
+
+// newFixtureEdited serves the checkpoint with edit (if any) applied to the served weights.
+func newFixtureEdited(t testing.TB, cfg gpu.Config, tok *tokenizer.Tokenizer, ecfg sampler.Config, edit func(*gpu.Weights)) *fixture {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "v0")
 	w, err := gpu.WriteRandomCheckpoint(dir, cfg, 5, initOpts, gpu.F32)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(w)
 	}
 	dec, err := cpu.NewDecoder(w, gpu.KVCacheSpec{BlockSize: 4, NumBlocks: 256})
 	if err != nil {
@@ -365,4 +374,42 @@ func FuzzGenerateRequest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestGenerateNeverReturnsPaddedIDs: with the embedding rows ≥ engine.sample_vocab_limit scaled
+// up so that the padded ids take much of the mass (as with a policy trained onto Qwen3's padded
+// LM-head rows), /generate never returns such an id, and a seed still fixes the output.
+func TestGenerateNeverReturnsPaddedIDs(t *testing.T) {
+	const limit = 48
+	f := newFixtureEdited(t, gpu.TinyConfig(), nil, sampler.Config{SampleVocabLimit: limit}, func(w *gpu.Weights) {
+		h, emb := w.Config.HiddenSize, w.Tensors[gpu.NameEmbed]
+		for i := limit * h; i < len(emb); i++ {
+			emb[i] *= 1.45
+		}
+	})
+	n := 0
+	for seed := range 6 {
+		body := `{"input_ids": [1, 5, 9, 13, 17, 21], "return_logprob": true, "sampling_params": {"max_new_tokens": 30,
+			"temperature": 2.0, "sampling_seed": ` + itoa(int32(seed)) + `, "ignore_eos": true}}`
+		status, out := f.post(t, "/generate", body)
+		if status != 200 {
+			t.Fatalf("status %d: %v", status, out)
+		}
+		ids := ints(out["output_ids"])
+		for _, id := range ids {
+			if id >= limit {
+				t.Fatalf("seed %d: padded id %d returned: %v", seed, id, ids)
+			}
+		}
+		n += len(ids)
+		if _, again := f.post(t, "/generate", body); !slices.Equal(ints(again["output_ids"]), ids) {
+			t.Fatalf("seed %d: same seed, different output", seed)
+		}
+	}
+	if err := f.eng.Barrier(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.eng.Stats(); st.Rejected < n/3 {
+		t.Fatalf("%d rejections for %d tokens: the padded rows do not dominate", st.Rejected, n)
+	}
 }

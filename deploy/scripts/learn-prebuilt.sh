@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# learn-prebuilt.sh: `make learn` for a GPU machine without Go (binaries from prebuild-gpu-bins.sh,
+# the τ² data and tokenizer as .devbin/assets.tar.xz).  start | wait.  start builds the real kernels' shared
+# libraries, unpacks the prebuilt binaries and the τ² data, runs the NCCL world-1 check, then
+# starts `tau2-run experiment` detached; wait follows it and copies the results to $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+T=/tmp/t2
+mode=${1:-start}; shift || true
+export NCCL_NVLS_ENABLE=0
+cudalib=${CUDA_HOME:-/usr/local/cuda}/lib64
+NCCL_HOME=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null || echo /usr/local/cuda)
+ncclso=$(ls $NCCL_HOME/lib/libnccl.so* 2>/dev/null | head -1)
+export LD_LIBRARY_PATH=$T/lib:$cudalib:$(dirname "${ncclso:-/x/x}"):${LD_LIBRARY_PATH:-}
+export TAU2_DATA_DIR=$T/tau2-data QWEN3_TOKENIZER_DIR=$T/qwen3-tokenizer
+progress() { tail -n 25 $T/exp.log 2>/dev/null; }
+collect() {
+  d=$(ls -d $T/run/*/ 2>/dev/null | tail -1)
+  [[ -n $d ]] || return
+  cp $T/exp.log "$OUT/" 2>/dev/null
+  for f in report.md report.json; do [[ -f $d/$f ]] && cp "$d/$f" "$OUT/"; done
+  mkdir -p "$OUT/figures"
+  ls "$d"/figures/*.png 2>/dev/null | head -5 | xargs -r -I{} cp {} "$OUT/figures/"
+  tar -C "$d" -czf "$OUT/run-logs.tgz" --exclude='*.safetensors' --exclude='*.parquet' . 2>/dev/null
+}
+if [[ $mode == start ]]; then
+  nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+  mkdir -p $T/lib && tar -C $T -xJf .devbin/bins.tar.xz && tar -C $T -xJf .devbin/assets.tar.xz
+  ( make -f gpu/cuda/gpu.mk -j16 gpu/cuda/build/libt2cuda.a NCCL_HOME=$NCCL_HOME gpu/collective/nccl/build/libt2nccl.a >$T/build.log 2>&1 &&
+    g++ -shared -o $T/lib/libt2cuda.so gpu/cuda/build/*.o -L$cudalib -lcublas -lcudart &&
+    g++ -shared -o $T/lib/libt2nccl.so gpu/collective/nccl/build/t2nccl.o -L$(dirname "$ncclso") -l:$(basename "$ncclso") -L$cudalib -lcudart ) ||
+    { tail -30 $T/build.log; echo BUILD FAILED; exit 1; }
+  echo "built kernels in ${SECONDS}s"
+  if [[ -x .devbin/dp.test ]]; then
+    timeout 120 .devbin/dp.test -test.run 'CUDA|NCCL' -test.v 2>&1 | tail -25 | tee $OUT/dp-test.log
+  fi
+  setsid nohup $T/bin/tau2-run experiment bin=$T/bin dir=$T/run "$@" >$T/exp.log 2>&1 < /dev/null &
+  sleep 2
+fi
+end=${WAIT_END:-540}
+while (( SECONDS < end )); do
+  pgrep -f 'tau2-run experiment' >/dev/null || break
+  sleep 15
+done
+progress
+pgrep -f 'tau2-run experiment' >/dev/null && echo "STILL RUNNING" || echo "EXPERIMENT DONE"
+nvidia-smi --query-gpu=memory.used --format=csv,noheader
+collect
