@@ -1,9 +1,12 @@
 package sampler
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"tau2rl/lib/metrics"
 )
 
 // Metrics are the engine's Prometheus series (prefix tau2rl_sampler_). A nil *Metrics records
@@ -27,7 +30,8 @@ type Metrics struct {
 	rateTokens   int
 }
 
-// NewMetrics creates the series and registers them with reg (nil: unregistered).
+// NewMetrics creates the series and registers them with reg through lib/metrics (nil:
+// unregistered; again on the same registry: the series already there; a clash: an error).
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	c := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "tau2rl", Subsystem: "sampler", Name: name, Help: help})
@@ -56,14 +60,18 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		tokensPerSecond: g("generation_tokens_per_second", "Sampled tokens per second over the last few seconds."),
 		paused:          g("paused", "1 while generation is paused."),
 	}
-	if reg != nil {
-		for _, col := range []prometheus.Collector{m.promptTokens, m.cachedTokens, m.genTokens, m.stepTokens, m.steps,
-			m.stepSeconds, m.retractions, m.rejections, m.requests, m.running, m.waiting, m.kvUsage, m.kvBlocks, m.cached,
-			m.hitRate, m.tokensPerSecond, m.paused} {
-			if err := reg.Register(col); err != nil {
-				return nil, err
-			}
-		}
+	set := metrics.NewSet(reg)
+	m.promptTokens, m.cachedTokens = metrics.Add(set, m.promptTokens), metrics.Add(set, m.cachedTokens)
+	m.genTokens, m.stepTokens, m.steps = metrics.Add(set, m.genTokens), metrics.Add(set, m.stepTokens), metrics.Add(set, m.steps)
+	m.stepSeconds = metrics.Add(set, m.stepSeconds)
+	m.retractions, m.rejections = metrics.Add(set, m.retractions), metrics.Add(set, m.rejections)
+	m.requests = metrics.Add(set, m.requests)
+	m.running, m.waiting = metrics.Add(set, m.running), metrics.Add(set, m.waiting)
+	m.kvUsage, m.kvBlocks, m.cached = metrics.Add(set, m.kvUsage), metrics.Add(set, m.kvBlocks), metrics.Add(set, m.cached)
+	m.hitRate, m.tokensPerSecond = metrics.Add(set, m.hitRate), metrics.Add(set, m.tokensPerSecond)
+	m.paused = metrics.Add(set, m.paused)
+	if err := set.Err(); err != nil {
+		return nil, fmt.Errorf("sampler: %w", err)
 	}
 	return m, nil
 }
