@@ -29,6 +29,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"tau2rl/lib/durable"
 )
 
 // File is one file of an asset, relative to the asset's root, with its pinned sha256.
@@ -231,6 +233,11 @@ func download(ctx context.Context, a Asset, o Options, root string) (string, err
 	os.RemoveAll(final) // an incomplete directory without the marker
 	if err := os.Rename(tmp, final); err != nil {
 		return "", err
+	}
+	// The rename is what makes the download visible; sync the cache directory so a crash right
+	// after cannot leave a marker-less directory behind.
+	if err := durable.SyncDir(filepath.Dir(final)); err != nil {
+		return "", fmt.Errorf("assets: %w", err)
 	}
 	return final, nil
 }
