@@ -234,8 +234,8 @@ func download(ctx context.Context, a Asset, o Options, root string) (string, err
 	if err := os.Rename(tmp, final); err != nil {
 		return "", err
 	}
-	// The rename is what makes the download visible; sync the cache directory so a crash right
-	// after cannot leave a marker-less directory behind.
+	// The rename is what makes the download visible; sync the cache directory so that it
+	// survives a crash (the next run would otherwise download everything again).
 	if err := durable.SyncDir(filepath.Dir(final)); err != nil {
 		return "", fmt.Errorf("assets: %w", err)
 	}
