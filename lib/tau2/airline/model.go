@@ -1,6 +1,6 @@
 // Package airline is τ²'s airline domain (src/tau2/domains/airline): the
 // FlightDB data model and the 14 AirlineTools with τ²'s exact semantics and
-// quirks (see tau2-reference.md §2.1 and §9.5). It registers itself as
+// quirks (see docs/TAU2.md §2.1 and §9.5). It registers itself as
 // "airline".
 package airline
 

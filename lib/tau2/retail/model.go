@@ -1,6 +1,6 @@
 // Package retail is τ²'s retail domain (src/tau2/domains/retail): the
 // RetailDB data model and the 16 RetailTools with τ²'s exact semantics,
-// quirks and Python error texts (see tau2-reference.md §2.2 and §9.6). It
+// quirks and Python error texts (see docs/TAU2.md §2.2 and §9.6). It
 // registers itself as "retail".
 //
 // τ² calls a tool as a Python method with the raw JSON arguments and never
