@@ -116,36 +116,6 @@ func asAPIError(err error) *APIError {
 	return &APIError{Status: http.StatusInternalServerError, Type: errServer, Message: err.Error()}
 }
 
-// contentText reads a message's content: a string, null, or text parts.
-func contentText(raw json.RawMessage, param string) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
-	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", badRequest(param, "content: %v", err)
-		}
-		return s, nil
-	}
-	var parts []struct {
-		Type string  `json:"type"`
-		Text *string `json:"text"`
-	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", badRequest(param, "content must be a string, null or an array of text parts")
-	}
-	var b strings.Builder
-	for i, p := range parts {
-		if p.Type != "text" || p.Text == nil {
-			return "", badRequest(fmt.Sprintf("%s[%d]", param, i), "content part of type %q is not supported (the policy reads text)", p.Type)
-		}
-		b.WriteString(*p.Text)
-	}
-	return b.String(), nil
-}
-
 // templateMessages converts the request's messages into the chat template's
 // form. "developer" is OpenAI's newer name for system.
 func templateMessages(msgs []ChatMessage, ic *internCache) ([]chattemplate.Message, error) {
@@ -155,9 +125,9 @@ func templateMessages(msgs []ChatMessage, ic *internCache) ([]chattemplate.Messa
 	out := make([]chattemplate.Message, len(msgs))
 	for i, m := range msgs {
 		param := fmt.Sprintf("messages[%d]", i)
-		text, err := contentText(m.Content, param+".content")
+		text, err := chattemplate.ContentText(m.Content)
 		if err != nil {
-			return nil, err
+			return nil, badRequest(param+".content", "%v", err)
 		}
 		cm := chattemplate.Message{Role: m.Role, Content: text, ToolCallID: m.ToolCallID}
 		switch m.Role {

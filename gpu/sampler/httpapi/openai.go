@@ -197,33 +197,6 @@ type chatMsg struct {
 	} `json:"tool_calls"`
 }
 
-// contentText reads an OpenAI content field: a string, null, or a list of text parts.
-func contentText(raw json.RawMessage) (string, error) {
-	t := bytes.TrimSpace(raw)
-	if len(t) == 0 || string(t) == "null" {
-		return "", nil
-	}
-	var s string
-	if json.Unmarshal(t, &s) == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(t, &parts); err != nil {
-		return "", fmt.Errorf("content is neither a string nor a list of text parts")
-	}
-	var b strings.Builder
-	for _, p := range parts {
-		if p.Type != "text" {
-			return "", fmt.Errorf("content part type %q is not supported (text only)", p.Type)
-		}
-		b.WriteString(p.Text)
-	}
-	return b.String(), nil
-}
-
 // chat is OpenAI's POST /v1/chat/completions: the messages and tools are rendered with Qwen3's
 // chat template, generation stops at <|im_end|> or <|endoftext|>, and the completion is parsed
 // as SGLang's qwen3 reasoning parser and qwen25 tool-call parser read it (thinking into
@@ -267,7 +240,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	msgs := make([]chattemplate.Message, len(req.Messages))
 	for i, m := range req.Messages {
-		text, err := contentText(m.Content)
+		text, err := chattemplate.ContentText(m.Content)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("messages[%d]: %v", i, err))
 			return

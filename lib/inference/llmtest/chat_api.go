@@ -1,11 +1,9 @@
 package llmtest
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"tau2rl/lib/inference/chattemplate"
@@ -46,34 +44,6 @@ type chatMessage struct {
 	} `json:"tool_calls"`
 }
 
-// contentText reads an OpenAI content field: a string, null, or an array of
-// {"type": "text", "text": …} parts.
-func contentText(raw json.RawMessage) (string, error) {
-	t := bytes.TrimSpace(raw)
-	if len(t) == 0 || string(t) == "null" {
-		return "", nil
-	}
-	var s string
-	if json.Unmarshal(t, &s) == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(t, &parts); err != nil {
-		return "", fmt.Errorf("content is neither a string nor text parts")
-	}
-	var b strings.Builder
-	for _, p := range parts {
-		if p.Type != "text" {
-			return "", fmt.Errorf("content part type %q is not supported", p.Type)
-		}
-		b.WriteString(p.Text)
-	}
-	return b.String(), nil
-}
-
 // chat serves POST /v1/chat/completions with tools, tool calls and
 // log-probs, in vLLM/SGLang's shape (reasoning_content, optional token_ids).
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
@@ -100,7 +70,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	msgs := make([]chattemplate.Message, len(req.Messages))
 	for i, m := range req.Messages {
-		text, err := contentText(m.Content)
+		text, err := chattemplate.ContentText(m.Content)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("messages[%d]: %v", i, err))
 			return

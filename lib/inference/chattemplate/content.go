@@ -1,0 +1,42 @@
+package chattemplate
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// ContentText reads an OpenAI chat message's content field — a string, null (or absent), or an
+// array of {"type": "text", "text": …} parts — as the text the template renders. Every server that
+// accepts OpenAI chat requests (the sampler, the capture proxy, the scripted test server) reads
+// content through it, so they accept and refuse the same requests. Non-text parts are refused:
+// the policy reads text only.
+func ContentText(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", fmt.Errorf("content: %w", err)
+		}
+		return s, nil
+	}
+	var parts []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", fmt.Errorf("content must be a string, null or an array of text parts")
+	}
+	var b strings.Builder
+	for i, p := range parts {
+		if p.Type != "text" || p.Text == nil {
+			return "", fmt.Errorf("content part %d of type %q is not supported (text only)", i, p.Type)
+		}
+		b.WriteString(*p.Text)
+	}
+	return b.String(), nil
+}
