@@ -28,7 +28,7 @@ type KVCacheSpec struct {
 // Tokens is the number of token slots in the pool.
 func (s KVCacheSpec) Tokens() int { return s.BlockSize * s.NumBlocks }
 
-// BytesPerToken is the KV-cache memory one token slot takes over all layers at the given element
+// KVBytesPerToken is the KV-cache memory one token slot takes over all layers at the given element
 // size (2 for bf16): keys and values of every KV head.
 func (c Config) KVBytesPerToken(elemBytes int) int64 {
 	return int64(c.NumHiddenLayers) * 2 * int64(c.KVDim()) * int64(elemBytes)
