@@ -723,7 +723,9 @@ func (e *experiment) writeReport() error {
 	}
 	fmt.Fprintf(&s, "\nTrain/inference log-prob mismatch per step (mean |behaviour − proximal|, fraction capped): %v %v\n", r.GRPO.MeanAbsDiff, r.GRPO.CapFraction)
 	for _, f := range r.Figures {
-		fmt.Fprintf(&s, "\n![%s](%s)\n", filepath.Base(f), f)
+		if rel, err := filepath.Rel(e.dir, f); err == nil && strings.HasSuffix(f, ".png") { // SVGs sit beside them
+			fmt.Fprintf(&s, "\n![%s](%s)\n", strings.TrimSuffix(filepath.Base(f), ".png"), rel)
+		}
 	}
 	if err := os.WriteFile(filepath.Join(e.dir, "report.md"), []byte(s.String()), 0o644); err != nil {
 		return err

@@ -130,6 +130,8 @@ func TestExperimentCPU(t *testing.T) {
 		t.Errorf("evaluations: before %+v after %+v", rep.Before, rep.After)
 	case rep.GRPO.Steps != 1 || rep.GRPO.Episodes < 2 || len(rep.GRPO.PerVersion) == 0 || len(rep.GRPO.MeanAbsDiff) != 1:
 		t.Errorf("grpo: %+v", rep.GRPO)
+	case len(rep.Figures) != 10: // reward, passk, tokens and episodes per minute, mismatch; PNG and SVG
+		t.Errorf("figures: %v", rep.Figures)
 	}
 	// The GRPO trainer started from the SFT checkpoint and wrote its own.
 	if _, err := os.Stat(filepath.Join(filepath.Dir(reports[0]), "grpo-checkpoints", "v1", "model.safetensors")); err != nil {
