@@ -1,12 +1,12 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -47,7 +47,12 @@ type choice struct {
 
 // readChat decodes and validates a chat request.
 func readChat(r *http.Request, cfg Config, ic *internCache) (*call, error) {
-	body, err := io.ReadAll(r.Body)
+	var buf bytes.Buffer
+	if r.ContentLength > 0 && r.ContentLength <= cfg.Limits.MaxRequestBytes {
+		buf.Grow(int(r.ContentLength) + 1)
+	}
+	_, err := buf.ReadFrom(r.Body)
+	body := buf.Bytes()
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {

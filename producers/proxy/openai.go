@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 
+	gojson "github.com/goccy/go-json"
+
 	"tau2rl/lib/inference/chattemplate"
 )
 
@@ -124,7 +126,7 @@ func contentText(raw json.RawMessage, param string) (string, error) {
 	}
 	if raw[0] == '"' {
 		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		if err := gojson.Unmarshal(raw, &s); err != nil {
 			return "", badRequest(param, "content: %v", err)
 		}
 		return s, nil
@@ -133,7 +135,7 @@ func contentText(raw json.RawMessage, param string) (string, error) {
 		Type string  `json:"type"`
 		Text *string `json:"text"`
 	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
+	if err := gojson.Unmarshal(raw, &parts); err != nil {
 		return "", badRequest(param, "content must be a string, null or an array of text parts")
 	}
 	var b strings.Builder

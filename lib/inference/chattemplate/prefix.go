@@ -97,39 +97,51 @@ func NewIncremental(p *Prefix, first []Message) (*Incremental, error) {
 
 // PrefixCache holds the Prefixes of distinct conversation starts (system
 // prompt, tools, fixed opening messages, template options), so that the
-// sessions or episodes that share one tokenize it once. It is safe for
-// concurrent use. Max bounds the number of entries (0: unbounded); once
-// full, new starts are tokenized without being cached, so clients that send
-// ever-new system prompts cannot grow it without bound.
+// sessions or episodes that share one tokenize it once — also when a
+// thousand of them start at the same moment: one caller tokenizes, the
+// others wait for it. It is safe for concurrent use. Max bounds the number
+// of entries (0: unbounded); once full, new starts are tokenized without
+// being cached, so clients that send ever-new system prompts cannot grow it
+// without bound.
 type PrefixCache struct {
 	Max int
 
-	m sync.Map // key string -> *Prefix
+	m sync.Map // key string -> *prefixEntry
 	n atomic.Int64
 }
 
+type prefixEntry struct {
+	once sync.Once
+	p    *Prefix
+	err  error
+}
+
 // Get returns the cached Prefix of initial under opts, building it on the
-// first request (see NewPrefix).
+// first request (see NewPrefix). A failed build is not cached.
 func (c *PrefixCache) Get(tok *tokenizer.Tokenizer, initial []Message, opts Options) (*Prefix, error) {
 	key, err := prefixKey(initial, opts)
 	if err != nil {
 		return nil, err
 	}
-	if v, ok := c.m.Load(key); ok {
-		return v.(*Prefix), nil
+	v, ok := c.m.Load(key)
+	if !ok {
+		if c.Max > 0 && c.n.Load() >= int64(c.Max) {
+			return NewPrefix(tok, initial, opts)
+		}
+		var loaded bool
+		if v, loaded = c.m.LoadOrStore(key, &prefixEntry{}); !loaded {
+			c.n.Add(1)
+		}
 	}
-	p, err := NewPrefix(tok, initial, opts)
-	if err != nil {
-		return nil, err
+	e := v.(*prefixEntry)
+	e.once.Do(func() { e.p, e.err = NewPrefix(tok, initial, opts) })
+	if e.err != nil {
+		if c.m.CompareAndDelete(key, e) {
+			c.n.Add(-1)
+		}
+		return nil, e.err
 	}
-	if c.Max > 0 && c.n.Load() >= int64(c.Max) {
-		return p, nil
-	}
-	v, loaded := c.m.LoadOrStore(key, p)
-	if !loaded {
-		c.n.Add(1)
-	}
-	return v.(*Prefix), nil
+	return e.p, nil
 }
 
 // Len is the number of cached prefixes.
