@@ -1,9 +1,9 @@
 package chattemplate
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -147,25 +147,57 @@ func (c *PrefixCache) Get(tok *tokenizer.Tokenizer, initial []Message, opts Opti
 // Len is the number of cached prefixes.
 func (c *PrefixCache) Len() int { return int(c.n.Load()) }
 
-// prefixKey identifies a conversation start: everything Render reads.
+// prefixKey identifies a conversation start: everything Render reads, each
+// field length-prefixed so that no two starts share a key. (Not JSON: a
+// τ² system prompt is ~25 KB, and sessions that start together all build
+// the key.)
 func prefixKey(initial []Message, opts Options) (string, error) {
-	var b strings.Builder
+	n := 16
 	for _, t := range opts.Tools {
-		b.Write(t)
-		b.WriteByte(0)
+		n += len(t) + 8
 	}
-	b.WriteByte(1)
-	if opts.EnableThinking != nil {
-		fmt.Fprint(&b, *opts.EnableThinking)
-	}
-	b.WriteByte(1)
 	for _, m := range initial {
-		j, err := json.Marshal(m)
-		if err != nil {
-			return "", fmt.Errorf("chattemplate: prefix key: %w", err)
+		n += len(m.Role) + len(m.Content) + len(m.ToolCallID) + 32
+		if m.ReasoningContent != nil {
+			n += len(*m.ReasoningContent)
 		}
-		b.Write(j)
-		b.WriteByte(0)
+		for _, tc := range m.ToolCalls {
+			n += len(tc.ID) + len(tc.Type) + len(tc.Function.Name) + len(tc.Function.Arguments) + 32
+		}
 	}
-	return b.String(), nil
+	b := make([]byte, 0, n)
+	field := func(s string) {
+		b = strconv.AppendInt(b, int64(len(s)), 10)
+		b = append(append(b, ':'), s...)
+	}
+	switch {
+	case opts.EnableThinking == nil:
+		b = append(b, 'u')
+	case *opts.EnableThinking:
+		b = append(b, 't')
+	default:
+		b = append(b, 'f')
+	}
+	b = strconv.AppendInt(b, int64(len(opts.Tools)), 10)
+	for _, t := range opts.Tools {
+		field(string(t))
+	}
+	for _, m := range initial {
+		b = append(b, 'm')
+		field(m.Role)
+		field(m.Content)
+		field(m.ToolCallID)
+		if m.ReasoningContent != nil {
+			b = append(b, 'r')
+			field(*m.ReasoningContent)
+		}
+		b = strconv.AppendInt(b, int64(len(m.ToolCalls)), 10)
+		for _, tc := range m.ToolCalls {
+			field(tc.ID)
+			field(tc.Type)
+			field(tc.Function.Name)
+			field(string(tc.Function.Arguments))
+		}
+	}
+	return string(b), nil
 }
