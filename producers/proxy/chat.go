@@ -125,7 +125,7 @@ func readChat(r *http.Request, cfg Config, ic *internCache) (*call, error) {
 // chat serves POST /v1/chat/completions.
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	start := time.Now()
-	_, meta, perr := parseCredentials(r)
+	key, meta, perr := parseCredentials(r)
 	if perr != nil {
 		return perr
 	}
@@ -133,7 +133,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	sess, err := s.acquire(meta)
+	if s.cfg.Auth.Disabled {
+		key = ""
+	}
+	sess, err := s.acquire(meta, key)
 	if err != nil {
 		return err
 	}
