@@ -39,7 +39,7 @@ Policy versions are followed on the policy-versions topic. See docs/PROXY.md.
 Examples:
   TAU2_PROXY_API_KEYS=sk-local tau2-proxy kafka.brokers=[kafka1:9092] \
       policy.endpoints=[http://sglang-0:30000,http://sglang-1:30000] model=qwen3-8b-policy
-  # local smoke run against the scripted server (see tau2-scripted-llm)
+  # a laptop: embedded Kafka, no keys, a local SGLang server as the policy
   tau2-proxy kafka.embedded=true auth.disabled=true policy.endpoints=[http://127.0.0.1:30000]`
 
 // Config is tau2-proxy's configuration.

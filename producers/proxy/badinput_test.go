@@ -112,6 +112,16 @@ func TestAuthentication(t *testing.T) {
 	if code, out := h.do(t, "POST", "/v1/chat/completions", "sk-b;session=x", userTurn("hi")); code != 200 {
 		t.Fatalf("good key: %d %v", code, out)
 	}
+	// A session belongs to the key that opened it.
+	if code, out := h.do(t, "POST", "/v1/chat/completions", "sk-a;session=x", userTurn("hi")); code != 409 || errorOf(t, out)["code"] != "session_taken" {
+		t.Fatalf("another key's session: %d %v", code, out)
+	}
+	if code, out := h.do(t, "POST", "/v1/sessions/x/reward", "sk-a", map[string]any{"reward": 1}); code != 404 {
+		t.Fatalf("reward with another key: %d %v", code, out)
+	}
+	if code, out := h.do(t, "POST", "/v1/sessions/x/reward", "sk-b", map[string]any{"reward": 1}); code != 200 {
+		t.Fatalf("reward with the session's key: %d %v", code, out)
+	}
 }
 
 // Sessions end once: a second finish, a reward or a call after the finish

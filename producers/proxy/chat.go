@@ -1,12 +1,12 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -47,7 +47,12 @@ type choice struct {
 
 // readChat decodes and validates a chat request.
 func readChat(r *http.Request, cfg Config, ic *internCache) (*call, error) {
-	body, err := io.ReadAll(r.Body)
+	var buf bytes.Buffer
+	if r.ContentLength > 0 && r.ContentLength <= cfg.Limits.MaxRequestBytes {
+		buf.Grow(int(r.ContentLength) + 1)
+	}
+	_, err := buf.ReadFrom(r.Body)
+	body := buf.Bytes()
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -120,7 +125,7 @@ func readChat(r *http.Request, cfg Config, ic *internCache) (*call, error) {
 // chat serves POST /v1/chat/completions.
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	start := time.Now()
-	_, meta, perr := parseCredentials(r)
+	key, meta, perr := parseCredentials(r)
 	if perr != nil {
 		return perr
 	}
@@ -128,7 +133,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	sess, err := s.acquire(meta)
+	if s.cfg.Auth.Disabled {
+		key = ""
+	}
+	sess, err := s.acquire(meta, key)
 	if err != nil {
 		return err
 	}

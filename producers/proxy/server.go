@@ -207,7 +207,10 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) error {
 }
 
 // acquire returns the open session meta names, creating it on first use.
-func (s *Server) acquire(meta SessionMeta) (*session, error) {
+// A session belongs to the API key that opened it: calls and the session
+// API with another key are answered as if the session did not exist (404),
+// so one key's clients cannot reward or end another's sessions.
+func (s *Server) acquire(meta SessionMeta, key string) (*session, error) {
 	if meta.ID == "" {
 		return nil, &APIError{Status: http.StatusBadRequest, Type: errInvalidRequest, Code: "missing_session",
 			Message: "no session: put session=ID in the bearer token (KEY;session=ID;task=…) or send the " + HeaderSession + " header; every call is captured into a session"}
@@ -215,6 +218,10 @@ func (s *Server) acquire(meta SessionMeta) (*session, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sess, ok := s.sessions[meta.ID]; ok {
+		if sess.owner != key {
+			return nil, &APIError{Status: http.StatusConflict, Type: errConflict, Code: "session_taken", Param: "session",
+				Message: fmt.Sprintf("session %q belongs to another API key", meta.ID)}
+		}
 		return sess, nil
 	}
 	if e, ok := s.ended[meta.ID]; ok {
@@ -239,7 +246,7 @@ func (s *Server) acquire(meta SessionMeta) (*session, error) {
 		task = meta.ID
 	}
 	now := time.Now().UTC()
-	sess := &session{meta: meta, lastUsed: now, traj: schemas.Trajectory{
+	sess := &session{meta: meta, owner: key, lastUsed: now, traj: schemas.Trajectory{
 		ID: uuid.New(), TaskID: task, Domain: domain, Split: s.cfg.Split, RequestID: meta.Group, Trial: meta.Trial,
 		StartedAt: now, AgentModel: s.cfg.Model, Status: schemas.StatusOK,
 		Tags: map[string]string{"source": "tau2-proxy", "session": meta.ID},
@@ -250,10 +257,15 @@ func (s *Server) acquire(meta SessionMeta) (*session, error) {
 }
 
 // lookup returns an open session, or the error for an ended or unknown id.
-func (s *Server) lookup(id string) (*session, error) {
+func (s *Server) lookup(r *http.Request) (*session, error) {
+	id := r.PathValue("id")
+	key := ""
+	if !s.cfg.Auth.Disabled {
+		key, _, _ = parseCredentials(r) // authenticate already refused malformed ones
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if sess, ok := s.sessions[id]; ok {
+	if sess, ok := s.sessions[id]; ok && sess.owner == key {
 		return sess, nil
 	}
 	if e, ok := s.ended[id]; ok {

@@ -134,6 +134,7 @@ func (st *state) fork() (*chattemplate.Incremental, *tip) {
 type session struct {
 	mu        sync.Mutex
 	meta      SessionMeta
+	owner     string              // the API key that opened it ("" with auth disabled)
 	traj      schemas.Trajectory  // without Calls: assembled at the finish
 	calls     []schemas.CallInput // the recorded calls, prompts as views of the states' arrays
 	states    []*state            // most recent first

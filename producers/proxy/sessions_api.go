@@ -74,7 +74,7 @@ func (s *Server) info(sess *session) SessionInfo {
 }
 
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
-	sess, err := s.lookup(r.PathValue("id"))
+	sess, err := s.lookup(r)
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func (s *Server) setReward(w http.ResponseWriter, r *http.Request) error {
 	if rr.Reward == nil && rr.CallRewards == nil {
 		return badRequest("reward", "give reward and/or call_rewards")
 	}
-	sess, err := s.lookup(r.PathValue("id"))
+	sess, err := s.lookup(r)
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request) error {
 	if err := readJSON(r, &fr); err != nil {
 		return err
 	}
-	sess, err := s.lookup(r.PathValue("id"))
+	sess, err := s.lookup(r)
 	if err != nil {
 		return err
 	}
@@ -267,7 +267,7 @@ func (s *Server) abort(w http.ResponseWriter, r *http.Request) error {
 	if ar.Error == "" {
 		return badRequest("error", "say why the session is aborted")
 	}
-	sess, err := s.lookup(r.PathValue("id"))
+	sess, err := s.lookup(r)
 	if err != nil {
 		return err
 	}

@@ -1,9 +1,9 @@
 package chattemplate
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -97,63 +97,107 @@ func NewIncremental(p *Prefix, first []Message) (*Incremental, error) {
 
 // PrefixCache holds the Prefixes of distinct conversation starts (system
 // prompt, tools, fixed opening messages, template options), so that the
-// sessions or episodes that share one tokenize it once. It is safe for
-// concurrent use. Max bounds the number of entries (0: unbounded); once
-// full, new starts are tokenized without being cached, so clients that send
-// ever-new system prompts cannot grow it without bound.
+// sessions or episodes that share one tokenize it once — also when a
+// thousand of them start at the same moment: one caller tokenizes, the
+// others wait for it. It is safe for concurrent use. Max bounds the number
+// of entries (0: unbounded); once full, new starts are tokenized without
+// being cached, so clients that send ever-new system prompts cannot grow it
+// without bound.
 type PrefixCache struct {
 	Max int
 
-	m sync.Map // key string -> *Prefix
+	m sync.Map // key string -> *prefixEntry
 	n atomic.Int64
 }
 
+type prefixEntry struct {
+	once sync.Once
+	p    *Prefix
+	err  error
+}
+
 // Get returns the cached Prefix of initial under opts, building it on the
-// first request (see NewPrefix).
+// first request (see NewPrefix). A failed build is not cached.
 func (c *PrefixCache) Get(tok *tokenizer.Tokenizer, initial []Message, opts Options) (*Prefix, error) {
 	key, err := prefixKey(initial, opts)
 	if err != nil {
 		return nil, err
 	}
-	if v, ok := c.m.Load(key); ok {
-		return v.(*Prefix), nil
+	v, ok := c.m.Load(key)
+	if !ok {
+		if c.Max > 0 && c.n.Load() >= int64(c.Max) {
+			return NewPrefix(tok, initial, opts)
+		}
+		var loaded bool
+		if v, loaded = c.m.LoadOrStore(key, &prefixEntry{}); !loaded {
+			c.n.Add(1)
+		}
 	}
-	p, err := NewPrefix(tok, initial, opts)
-	if err != nil {
-		return nil, err
+	e := v.(*prefixEntry)
+	e.once.Do(func() { e.p, e.err = NewPrefix(tok, initial, opts) })
+	if e.err != nil {
+		if c.m.CompareAndDelete(key, e) {
+			c.n.Add(-1)
+		}
+		return nil, e.err
 	}
-	if c.Max > 0 && c.n.Load() >= int64(c.Max) {
-		return p, nil
-	}
-	v, loaded := c.m.LoadOrStore(key, p)
-	if !loaded {
-		c.n.Add(1)
-	}
-	return v.(*Prefix), nil
+	return e.p, nil
 }
 
 // Len is the number of cached prefixes.
 func (c *PrefixCache) Len() int { return int(c.n.Load()) }
 
-// prefixKey identifies a conversation start: everything Render reads.
+// prefixKey identifies a conversation start: everything Render reads, each
+// field length-prefixed so that no two starts share a key. (Not JSON: a
+// τ² system prompt is ~25 KB, and sessions that start together all build
+// the key.)
 func prefixKey(initial []Message, opts Options) (string, error) {
-	var b strings.Builder
+	n := 16
 	for _, t := range opts.Tools {
-		b.Write(t)
-		b.WriteByte(0)
+		n += len(t) + 8
 	}
-	b.WriteByte(1)
-	if opts.EnableThinking != nil {
-		fmt.Fprint(&b, *opts.EnableThinking)
-	}
-	b.WriteByte(1)
 	for _, m := range initial {
-		j, err := json.Marshal(m)
-		if err != nil {
-			return "", fmt.Errorf("chattemplate: prefix key: %w", err)
+		n += len(m.Role) + len(m.Content) + len(m.ToolCallID) + 32
+		if m.ReasoningContent != nil {
+			n += len(*m.ReasoningContent)
 		}
-		b.Write(j)
-		b.WriteByte(0)
+		for _, tc := range m.ToolCalls {
+			n += len(tc.ID) + len(tc.Type) + len(tc.Function.Name) + len(tc.Function.Arguments) + 32
+		}
 	}
-	return b.String(), nil
+	b := make([]byte, 0, n)
+	field := func(s string) {
+		b = strconv.AppendInt(b, int64(len(s)), 10)
+		b = append(append(b, ':'), s...)
+	}
+	switch {
+	case opts.EnableThinking == nil:
+		b = append(b, 'u')
+	case *opts.EnableThinking:
+		b = append(b, 't')
+	default:
+		b = append(b, 'f')
+	}
+	b = strconv.AppendInt(b, int64(len(opts.Tools)), 10)
+	for _, t := range opts.Tools {
+		field(string(t))
+	}
+	for _, m := range initial {
+		b = append(b, 'm')
+		field(m.Role)
+		field(m.Content)
+		field(m.ToolCallID)
+		if m.ReasoningContent != nil {
+			b = append(b, 'r')
+			field(*m.ReasoningContent)
+		}
+		b = strconv.AppendInt(b, int64(len(m.ToolCalls)), 10)
+		for _, tc := range m.ToolCalls {
+			field(tc.ID)
+			field(tc.Type)
+			field(tc.Function.Name)
+			field(string(tc.Function.Arguments))
+		}
+	}
+	return string(b), nil
 }

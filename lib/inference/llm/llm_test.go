@@ -563,3 +563,21 @@ func TestErrorRedactsReflectedKey(t *testing.T) {
 		}
 	}
 }
+
+func TestTokenVersions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		res  GenerateResult
+		cur  int64
+		want []int64
+	}{
+		{"no version", GenerateResult{OutputIDs: []int32{1, 2}}, 7, []int64{7, 7}},
+		{"weight version", GenerateResult{OutputIDs: []int32{1, 2}, WeightVersion: "3"}, 7, []int64{3, 3}},
+		{"spans", GenerateResult{OutputIDs: []int32{1, 2, 3}, WeightVersion: "5", VersionSpans: []VersionSpan{{"4", 0, 2}, {"x", 2, 3}}}, 7, []int64{4, 4, 7}},
+		{"bad weight version", GenerateResult{OutputIDs: []int32{1}, WeightVersion: "v2"}, 1, []int64{1}},
+	} {
+		if got := TokenVersions(tc.res, tc.cur); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
