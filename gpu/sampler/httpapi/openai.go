@@ -67,17 +67,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	params, err := sampling(req.Temperature, req.TopP, req.TopK, req.MinP)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	stops, err := parseStop(req.Stop)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	sids, err := stopIDs(req.StopTokenIDs)
+	params, stops, sids, err := samplingOptions("", req.Temperature, req.TopP, req.TopK, req.MinP, req.Stop, req.StopTokenIDs)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -263,17 +253,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ids := tok.Encode(prompt)
-	params, err := sampling(req.Temperature, req.TopP, req.TopK, req.MinP)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	stops, err := parseStop(req.Stop)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	sids, err := stopIDs(req.StopTokenIDs)
+	params, stops, sids, err := samplingOptions("", req.Temperature, req.TopP, req.TopK, req.MinP, req.Stop, req.StopTokenIDs)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return

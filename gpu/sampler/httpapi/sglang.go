@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -94,6 +95,31 @@ func stopIDs(ids []int64) ([]int32, error) {
 	return out, nil
 }
 
+// samplingOptions parses the sampling settings every endpoint shares: sampling parameters, stop
+// strings and stop token ids. A non-empty scope names the object that holds them in the request
+// (SGLang's "sampling_params") in the error.
+func samplingOptions(scope string, temperature, topP *float64, topK *int, minP *float64, stop json.RawMessage, stopTokenIDs []int64) (gpu.SampleParams, []string, []int32, error) {
+	inScope := func(sep string, err error) error {
+		if scope == "" {
+			return err
+		}
+		return errors.New(scope + sep + err.Error())
+	}
+	params, err := sampling(temperature, topP, topK, minP)
+	if err != nil {
+		return params, nil, nil, inScope(": ", err)
+	}
+	stops, err := parseStop(stop)
+	if err != nil {
+		return params, nil, nil, inScope(".", err)
+	}
+	sids, err := stopIDs(stopTokenIDs)
+	if err != nil {
+		return params, nil, nil, inScope(".", err)
+	}
+	return params, stops, sids, nil
+}
+
 // sampling converts wire sampling settings (nil: the default 1) into gpu.SampleParams; a
 // temperature below 1e-6 is greedy, as in SGLang and vLLM; top_k −1 and 0 are off.
 func sampling(temperature, topP *float64, topK *int, minP *float64) (gpu.SampleParams, error) {
@@ -177,19 +203,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "sampling_params.n must be 1")
 		return
 	}
-	params, err := sampling(sp.Temperature, sp.TopP, sp.TopK, sp.MinP)
+	params, stops, sids, err := samplingOptions("sampling_params", sp.Temperature, sp.TopP, sp.TopK, sp.MinP, sp.Stop, sp.StopTokenIDs)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "sampling_params: "+err.Error())
-		return
-	}
-	stops, err := parseStop(sp.Stop)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "sampling_params."+err.Error())
-		return
-	}
-	sids, err := stopIDs(sp.StopTokenIDs)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "sampling_params."+err.Error())
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	rid := req.Rid
