@@ -37,35 +37,7 @@ func TestTrainerBinary(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	b, err := embedded.Start(embedded.Config{Partitions: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	kcfg := tkafka.DefaultConfig()
-	kcfg.Brokers = []string{b.Addr()}
-	kcfg.Partitions = 2
-	if err := tkafka.EnsureTopics(ctx, kcfg); err != nil {
-		t.Fatal(err)
-	}
-	w, err := tkafka.NewWriter(kcfg, kcfg.Topics.Trajectories, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, task := range []string{"0", "1"} {
-		trajs, err := trajtest.Group(trajtest.Default(), task, uint64(i+1), trajtest.Rewards(4))
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := schemas.FrameTrajectories(trajs...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.PublishFramed(ctx, f); err != nil {
-			t.Fatal(err)
-		}
-	}
-	w.Close()
+	b := brokerWithTwoGroups(t, ctx, 2)
 
 	dir := t.TempDir()
 	args := []string{"kafka.brokers=[" + b.Addr() + "]", "kafka.reader.max_wait=50ms", "kafka.reader.heartbeat_interval=500ms",
@@ -107,35 +79,7 @@ func TestTrainerBinaryDataParallel(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	b, err := embedded.Start(embedded.Config{Partitions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	kcfg := tkafka.DefaultConfig()
-	kcfg.Brokers = []string{b.Addr()}
-	kcfg.Partitions = 1
-	if err := tkafka.EnsureTopics(ctx, kcfg); err != nil {
-		t.Fatal(err)
-	}
-	w, err := tkafka.NewWriter(kcfg, kcfg.Topics.Trajectories, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, task := range []string{"0", "1"} {
-		trajs, err := trajtest.Group(trajtest.Default(), task, uint64(i+1), trajtest.Rewards(4))
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := schemas.FrameTrajectories(trajs...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.PublishFramed(ctx, f); err != nil {
-			t.Fatal(err)
-		}
-	}
-	w.Close()
+	b := brokerWithTwoGroups(t, ctx, 1)
 	dir := t.TempDir()
 	args := []string{"kafka.brokers=[" + b.Addr() + "]", "kafka.reader.max_wait=50ms", "kafka.reader.heartbeat_interval=500ms",
 		"kafka.reader.session_timeout=6s", "admission.enabled=false", "batch_size=2", "group.group_size=4", "max_steps=1",
@@ -184,4 +128,40 @@ func TestUsageErrors(t *testing.T) {
 // TestConfigFiles: testdata/config/{good,bad} (see cmd/internal/clitest).
 func TestConfigFiles(t *testing.T) {
 	clitest.ConfigFiles(t, "testdata/config", func() any { c := DefaultConfig(); return &c })
+}
+
+// brokerWithTwoGroups starts an embedded broker with the topics on the given number of partitions
+// and publishes two groups of four synthetic trajectories (tasks "0" and "1"): one step's batch.
+func brokerWithTwoGroups(t *testing.T, ctx context.Context, partitions int) *embedded.Broker {
+	t.Helper()
+	b, err := embedded.Start(embedded.Config{Partitions: partitions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	kcfg := tkafka.DefaultConfig()
+	kcfg.Brokers = []string{b.Addr()}
+	kcfg.Partitions = partitions
+	if err := tkafka.EnsureTopics(ctx, kcfg); err != nil {
+		t.Fatal(err)
+	}
+	w, err := tkafka.NewWriter(kcfg, kcfg.Topics.Trajectories, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, task := range []string{"0", "1"} {
+		trajs, err := trajtest.Group(trajtest.Default(), task, uint64(i+1), trajtest.Rewards(4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := schemas.FrameTrajectories(trajs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.PublishFramed(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	return b
 }

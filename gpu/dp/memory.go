@@ -23,8 +23,9 @@ const (
 	// weights gathered ahead of use, its gradients reduce-scattered after its backward), with two
 	// units' weights and gradients whole at a time. Group's Options.ShardParameters runs this
 	// schedule for the weights on gpu/cpu (which keeps its buffers allocated: the schedule, not
-	// the memory); gpu/cuda and per-unit gradient reduce-scatter are not implemented, so for CUDA
-	// this level shows what they would buy (docs/MULTIGPU.md).
+	// the memory). A Group of gpu/cuda backends refuses it, and gradients are reduce-scattered
+	// per step rather than per unit, so for CUDA this level is the memory model of that design,
+	// not what runs today (docs/MULTIGPU.md).
 	ShardParameters
 )
 
