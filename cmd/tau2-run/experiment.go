@@ -27,8 +27,9 @@ import (
 const experimentUsage = `tau2-run experiment — does the loop learn? SFT, then GRPO, measured (issue 12; docs/LEARNING.md)
 
 Runs, each binary its own process on an embedded broker, in 'dir'/<timestamp>/:
-  1. demonstrations: tau2-producer self_driven.* plays the first 'tasks' tasks of domain/split
-     demo_trials times with the SCRIPTED policy (tau2-scripted-llm at agent_error_rate) against
+  1. demonstrations: tau2-producer self_driven.* plays the selected tasks of domain/split
+     (task_ids, else the split; write_tasks_only, default true, keeps those with a
+     state-changing expected action; 'tasks' keeps the first n) demo_trials times with the SCRIPTED policy (tau2-scripted-llm at agent_error_rate) against
      the scripted user simulator; tau2-archiver writes them (demos/); tau2-archiver release cuts
      release/;
   2. SFT: tau2-trainer sft on every demonstration (so it imitates the demonstrator's mistakes
@@ -63,8 +64,14 @@ type expConfig struct {
 	// Domain and Split are the tasks of every stage (AReaL trains on airline's train split).
 	Domain string `yaml:"domain"`
 	Split  string `yaml:"split"`
-	// Tasks limits demonstrations and evaluations to the split's first n tasks (0 = all); GRPO
-	// cycles through the whole split, so leave it 0 to evaluate on the tasks trained on.
+	// TaskIDs restricts every stage to these tasks of the split (empty = the whole split).
+	TaskIDs []string `yaml:"task_ids"`
+	// WriteTasksOnly keeps the tasks whose expected actions change the database (default
+	// true): on the others (16 of airline's 30 train tasks) no mistake of the scripted
+	// demonstrator changes the reward, so they only dilute the signal.
+	WriteTasksOnly bool `yaml:"write_tasks_only"`
+	// Tasks keeps the first n of the selected tasks (0 = all). Demonstrations, evaluations and
+	// GRPO's admission all use the same resolved list (report.json's config.task_ids).
 	Tasks int `yaml:"tasks"`
 	// DemoTrials is the number of demonstrations per task.
 	DemoTrials int `yaml:"demo_trials"`
@@ -105,7 +112,7 @@ type expConfig struct {
 
 func defaultExpConfig() expConfig {
 	return expConfig{
-		Bin: "bin", Dir: "run", Domain: "airline", Split: "train", DemoTrials: 8, AgentErrorRate: 0.8,
+		Bin: "bin", Dir: "run", Domain: "airline", Split: "train", WriteTasksOnly: true, DemoTrials: 8, AgentErrorRate: 0.8,
 		ErrorKinds: []string{"wrong_argument", "skipped_write"},
 		Policy:     "sampler", Backend: "cuda", ModelConfig: "deploy/models/qwen3-learn/config.json",
 		SFTEpochs: 3, SFTLR: 1e-3, SFTBatchTokens: 131072,
@@ -154,6 +161,9 @@ func experimentMain(args []string) {
 				return fmt.Errorf("τ² data: %w", err)
 			}
 			cfg.DataDir = dataDir
+			if cfg.TaskIDs, err = selectTasks(cfg); err != nil {
+				return fmt.Errorf("%w: %v", cli.ErrUsage, err)
+			}
 			for _, p := range []*string{&cfg.ModelConfig, &cfg.ModelPath, &cfg.Bin} {
 				if *p != "" {
 					if *p, err = filepath.Abs(*p); err != nil {
@@ -391,12 +401,9 @@ func (e *experiment) drainArchiver(ctx context.Context, q *proc) error {
 	return e.stopProc(q, 60*time.Second)
 }
 
-func (e *experiment) taskArgs(prefix string) []string {
-	var a []string
-	if e.cfg.Tasks > 0 {
-		a = append(a, fmt.Sprintf("%s=%d", prefix, e.cfg.Tasks))
-	}
-	return a
+// taskArgs names the resolved tasks (selectTasks) to a binary's task-id list option.
+func (e *experiment) taskArgs(key string) []string {
+	return []string{key + "=" + yamlList(e.cfg.TaskIDs)}
 }
 
 // demonstrations: the scripted demonstrator plays the tasks, the archiver keeps them, and a
@@ -411,7 +418,7 @@ func (e *experiment) demonstrations(ctx context.Context) error {
 		"policy.endpoints=[http://" + e.llmAddr + "]", "user_llm_base_url=http://" + e.llmAddr + "/v1",
 		fmt.Sprintf("concurrency=%d", e.cfg.Concurrency), "--metrics-addr", "off",
 		"self_driven.enabled=true", "self_driven.split=" + e.cfg.Split, fmt.Sprintf("self_driven.trials=%d", e.cfg.DemoTrials)},
-		e.taskArgs("self_driven.limit")...)
+		e.taskArgs("self_driven.task_ids")...)
 	text, err := e.oneShot(ctx, "producer-demos", "tau2-producer", args...)
 	if err != nil {
 		return err
@@ -530,7 +537,7 @@ func (e *experiment) eval(ctx context.Context, name string, into *evalStats) err
 		fmt.Sprintf("num_trials=%d", e.cfg.EvalTrials), fmt.Sprintf("concurrency=%d", e.cfg.Concurrency),
 		"policy.endpoints=[http://" + e.policyAddr + "]", "econfig.user_llm_base_url=http://" + e.llmAddr + "/v1",
 		fmt.Sprintf("sampling.temperature=%g", e.cfg.EvalTemperature), fmt.Sprintf("policy.max_new_tokens=%d", e.cfg.MaxNewToken),
-		"output=" + filepath.Join(e.dir, "eval-"+name+".json")}, e.taskArgs("num_tasks")...)
+		"output=" + filepath.Join(e.dir, "eval-"+name+".json")}, e.taskArgs("task_ids")...)
 	text, err := e.oneShot(ctx, "eval-"+name, "tau2-eval", append([]string{"run"}, args...)...)
 	if err != nil {
 		return err
@@ -567,7 +574,7 @@ func (e *experiment) grpo(ctx context.Context) error {
 	tr, err := e.daemon(ctx, "trainer", "tau2-trainer", e.brokers, "backend="+e.cfg.Backend, "model.path="+e.rep.SFT.Checkpoint,
 		"checkpoint.dir="+ckpt, "data_dir="+e.cfg.DataDir, fmt.Sprintf("max_steps=%d", e.cfg.GRPOSteps),
 		fmt.Sprintf("batch_size=%d", e.cfg.BatchSize), fmt.Sprintf("group.group_size=%d", e.cfg.GroupSize),
-		fmt.Sprintf("admission.tasks=[{domain: %s, split: %s}]", e.cfg.Domain, e.cfg.Split),
+		fmt.Sprintf("admission.tasks=[{domain: %s, split: %s, task_ids: %s}]", e.cfg.Domain, e.cfg.Split, yamlList(e.cfg.TaskIDs)),
 		fmt.Sprintf("admission.sampling.max_tokens=%d", e.cfg.MaxNewToken),
 		"max_head_offpolicyness=2", "actor.eps_clip=0.4", "actor.behav_imp_weight_cap=5", "actor.recompute_logprob=true",
 		fmt.Sprintf("actor.optimizer.lr=%g", e.cfg.GRPOLR),
@@ -709,8 +716,8 @@ func (e *experiment) writeReport() error {
 	r := &e.rep
 	var s strings.Builder
 	fmt.Fprintf(&s, "# tau2rl learning experiment (%s)\n\n", time.Now().UTC().Format(time.RFC3339))
-	fmt.Fprintf(&s, "policy=%s backend=%s domain=%s split=%s tasks=%d model=%s%s\n\n", e.cfg.Policy, e.cfg.Backend, e.cfg.Domain, e.cfg.Split,
-		e.cfg.Tasks, e.cfg.ModelConfig, e.cfg.ModelPath)
+	fmt.Fprintf(&s, "policy=%s backend=%s domain=%s split=%s tasks=%s model=%s%s\n\n", e.cfg.Policy, e.cfg.Backend, e.cfg.Domain, e.cfg.Split,
+		strings.Join(e.cfg.TaskIDs, ","), e.cfg.ModelConfig, e.cfg.ModelPath)
 	fmt.Fprintf(&s, "| stage | result |\n|---|---|\n")
 	fmt.Fprintf(&s, "| demonstrations (scripted, error rate %g) | %d episodes, success %.3f |\n", e.cfg.AgentErrorRate, r.Demos.Episodes, r.Demos.MeanReward)
 	fmt.Fprintf(&s, "| SFT | %d steps, loss %.3f → %.3f |\n", r.SFT.Steps, r.SFT.FirstLoss, r.SFT.LastLoss)

@@ -3,6 +3,11 @@
 # with -tags cuda, for a GPU machine that has nvcc and the CUDA libraries but no Go toolchain.
 #
 #   bash deploy/scripts/prebuild-gpu-bins.sh         # from the project root; writes .devbin/bins.tar.xz
+#   bash deploy/scripts/prebuild-gpu-bins.sh tau2-run tau2-sampler …   # only these binaries
+#
+# What `tau2-run experiment` needs (the smallest archive, about 22 MB, for a 64 MiB transfer
+# limit): tau2-run tau2-broker tau2-scripted-llm tau2-archiver tau2-trainer tau2-producer
+# tau2-eval tau2-sampler.
 #
 # No CUDA is needed here: the cuda-tagged binaries link libt2cuda.so dynamically, and at link time a
 # stand-in library generated from csrc/t2cuda.h (every t2_* function returning an error) satisfies
@@ -35,15 +40,17 @@ for l in t2cuda t2nccl; do gcc -shared -fPIC -o "$stub/lib$l.so" "$stub/$l.c"; d
 for l in cublas cudart nccl; do echo "" | gcc -shared -fPIC -x c -o "$stub/lib$l.so" -; done
 
 ldflags='-s -w'
+want=" $* "
 for d in cmd/*/; do
   b=$(basename "$d")
   [[ $b == internal ]] && continue
+  [[ $# -gt 0 && $want != *" $b "* ]] && continue
   tags=""
   [[ $b == tau2-trainer || $b == tau2-sampler ]] && tags="-tags cuda"
   echo "prebuild-gpu-bins: $b ${tags}" >&2
   CGO_ENABLED=1 CGO_LDFLAGS="-Wl,--as-needed -L$stub" \
     go build -trimpath $tags -ldflags="$ldflags" -o "$out/$b" "./$d"
 done
-tar -C "$root/.devbin" -cf - bin | xz -T0 -6 > "$root/.devbin/bins.tar.xz"
+tar -C "$root/.devbin" -cf - bin | xz -T0 -9 > "$root/.devbin/bins.tar.xz"
 rm -rf "$out"
 echo "prebuild-gpu-bins: $(du -h "$root/.devbin/bins.tar.xz" | cut -f1) .devbin/bins.tar.xz" >&2

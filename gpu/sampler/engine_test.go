@@ -13,6 +13,7 @@ import (
 
 	"tau2rl/gpu"
 	"tau2rl/gpu/cpu"
+	"tau2rl/lib/inference/tokenizer"
 )
 
 func tinyWeights(t testing.TB, seed uint64) *gpu.Weights {
@@ -645,5 +646,49 @@ func TestVocabLimitConfig(t *testing.T) {
 		if (err == nil) != tc.ok {
 			t.Errorf("limit %d: err = %v, want ok=%v", tc.limit, err, tc.ok)
 		}
+	}
+}
+
+// TestVocabLimitDefaultsToTokenizer: with Qwen3's real tokenizer (151,669 ids) and a model of
+// Qwen3's padded 151,936-row vocabulary, the default limit is the tokenizer's size, so the 267
+// padded rows — the ids a from-scratch policy sampled in the first GPU run — are never returned.
+func TestVocabLimitDefaultsToTokenizer(t *testing.T) {
+	dir, err := tokenizer.LocateQwen3()
+	if err != nil {
+		t.Skipf("Qwen3 tokenizer not found: %v", err)
+	}
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const qwen3Vocab = 151936
+	if tok.VocabSize() >= qwen3Vocab {
+		t.Fatalf("tokenizer vocabulary %d is not smaller than the model's %d", tok.VocabSize(), qwen3Vocab)
+	}
+	cfg := gpu.TinyConfig()
+	cfg.VocabSize = qwen3Vocab
+	cfg.HiddenSize, cfg.IntermediateSize = 8, 16
+	w, err := gpu.NewRandomWeightsWith(cfg, 1, gpu.InitOptions{Std: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tok  *tokenizer.Tokenizer
+		want int
+	}{{tok, tok.VocabSize()}, {nil, qwen3Vocab}} {
+		dec, err := cpu.NewDecoder(w, gpu.KVCacheSpec{BlockSize: 16, NumBlocks: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := New(dec, Config{}, tc.tok, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.limit != tc.want {
+			t.Errorf("tokenizer %v: default limit %d, want %d", tc.tok != nil, e.limit, tc.want)
+		}
+	}
+	if tok.VocabSize() != 151669 {
+		t.Errorf("Qwen3's tokenizer has %d ids, docs/SAMPLER.md says 151,669", tok.VocabSize())
 	}
 }

@@ -45,6 +45,10 @@ import (
 type Source struct {
 	Domain string `yaml:"domain"`
 	Split  string `yaml:"split"`
+	// TaskIDs, when set, restricts the source to these tasks of the split (in this order; each
+	// must exist). An experiment that trains on a subset — the tasks the policy can still fail,
+	// say — names them here, as tau2-eval's and the self-driven producer's task_ids do.
+	TaskIDs []string `yaml:"task_ids"`
 }
 
 // Config configures admission.

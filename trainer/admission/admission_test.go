@@ -203,15 +203,43 @@ func tau2DataDir(t *testing.T) string {
 
 func TestLoadTasksRealData(t *testing.T) {
 	dir := tau2DataDir(t)
-	ts, err := LoadTasks(dir, []Source{{"airline", "train"}, {"retail", "train"}})
+	ts, err := LoadTasks(dir, []Source{{Domain: "airline", Split: "train"}, {Domain: "retail", Split: "train"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ts) < 30 || ts[0].Domain != "airline" || ts[len(ts)-1].Domain != "retail" {
 		t.Fatalf("%d tasks: first %+v last %+v", len(ts), ts[0], ts[len(ts)-1])
 	}
-	if _, err := LoadTasks(dir, []Source{{"nosuch", "train"}}); err == nil {
+	if _, err := LoadTasks(dir, []Source{{Domain: "nosuch", Split: "train"}}); err == nil {
 		t.Fatal("missing domain accepted")
+	}
+}
+
+func TestLoadTasksTaskIDs(t *testing.T) {
+	dir := tau2DataDir(t)
+	all, err := LoadTasks(dir, []Source{{Domain: "airline", Split: "train"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{all[3].ID, all[0].ID}
+	ts, err := LoadTasks(dir, []Source{{Domain: "airline", Split: "train", TaskIDs: want}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != 2 || ts[0] != all[3] || ts[1] != all[0] {
+		t.Fatalf("task_ids %v selected %+v", want, ts)
+	}
+	for _, bad := range []struct {
+		ids  []string
+		want string
+	}{
+		{[]string{all[0].ID, "no-such-task"}, `has no task "no-such-task"`},
+		{[]string{all[1].ID, all[1].ID}, "named twice"},
+	} {
+		_, err := LoadTasks(dir, []Source{{Domain: "airline", Split: "train", TaskIDs: bad.ids}})
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("task_ids %v: error %v, want one containing %q", bad.ids, err, bad.want)
+		}
 	}
 }
 

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"tau2rl/lib/tau2/data"
+	"tau2rl/lib/tau2/env"
+
+	// The domains register their environments with env: the write-task selection asks a
+	// domain's toolkit which expected actions change its database.
+	_ "tau2rl/lib/tau2/airline"
+	_ "tau2rl/lib/tau2/mock"
+	_ "tau2rl/lib/tau2/retail"
+	_ "tau2rl/lib/tau2/telecom"
+)
+
+// selectTasks resolves the experiment's tasks once, so that every stage — demonstrations,
+// SFT (through the demonstrations), evaluation and GRPO's admission — sees the same list: the
+// split's tasks in file order, restricted to task_ids when set, to the tasks with a
+// state-changing expected action when write_tasks_only is set, and to the first 'tasks' of
+// what is left.
+func selectTasks(cfg expConfig) ([]string, error) {
+	tasks, err := data.LoadSplit(cfg.DataDir, cfg.Domain, data.Head, cfg.Split)
+	if err != nil {
+		return nil, fmt.Errorf("tasks of %s/%s: %w", cfg.Domain, cfg.Split, err)
+	}
+	if len(cfg.TaskIDs) > 0 {
+		byID := make(map[string]*data.Task, len(tasks))
+		for _, t := range tasks {
+			byID[t.ID] = t
+		}
+		sel := make([]*data.Task, 0, len(cfg.TaskIDs))
+		for _, id := range cfg.TaskIDs {
+			t, ok := byID[id]
+			if !ok {
+				return nil, fmt.Errorf("task_ids: %s split %q has no task %q", cfg.Domain, cfg.Split, id)
+			}
+			sel = append(sel, t)
+		}
+		tasks = sel
+	}
+	if cfg.WriteTasksOnly {
+		e, err := env.New(cfg.Domain, env.Options{DataDir: cfg.DataDir})
+		if err != nil {
+			return nil, fmt.Errorf("write_tasks_only: %w", err)
+		}
+		kept := tasks[:0:0]
+		for _, t := range tasks {
+			if hasWrite(e, t) {
+				kept = append(kept, t)
+			}
+		}
+		if len(kept) == 0 {
+			return nil, fmt.Errorf("write_tasks_only: none of the %d selected tasks of %s/%s expects a state-changing action", len(tasks), cfg.Domain, cfg.Split)
+		}
+		tasks = kept
+	}
+	if cfg.Tasks > 0 && cfg.Tasks < len(tasks) {
+		tasks = tasks[:cfg.Tasks]
+	}
+	ids := make([]string, len(tasks))
+	for i, t := range tasks {
+		ids[i] = t.ID
+	}
+	return ids, nil
+}
+
+// hasWrite reports whether a task's expected actions include a tool that changes the database:
+// on a task without one, a policy that reads the wrong record or skips a step still leaves the
+// database as the gold trajectory does, so no mistake of the scripted demonstrator (wrong
+// arguments, skipped writes) changes its reward, and it teaches GRPO nothing.
+func hasWrite(e *env.Environment, t *data.Task) bool {
+	if t.EvaluationCriteria == nil {
+		return false
+	}
+	for _, a := range t.EvaluationCriteria.Actions {
+		if e.IsMutating(a.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+// yamlList renders ids as a YAML flow list of quoted strings, the form the binaries' key=value
+// arguments parse ("7" stays a string, not the number 7).
+func yamlList(ids []string) string {
+	q := make([]string, len(ids))
+	for i, id := range ids {
+		q[i] = strconv.Quote(id)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
