@@ -6,6 +6,7 @@ package dp
 // `make gpu` then `go test -tags cuda -run 'CUDA|NCCL' ./gpu/dp/`). With NCCL_NVLS_ENABLE=0.
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -67,27 +68,50 @@ func ncclEnv(t *testing.T) {
 func ncclGroup(t *testing.T, w *gpu.Weights, devices ...int) *Group {
 	t.Helper()
 	ncclEnv(t)
-	id, err := nccl.UniqueID()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bes := make([]gpu.Backend, len(devices))
-	for r, dev := range devices {
-		bes[r] = newCUDA(t, w, dev)
-	}
-	comms, err := nccl.NewHost(id, 0, len(devices), devices)
-	if err != nil {
-		for _, be := range bes {
-			be.Close()
-		}
-		t.Fatal(err)
-	}
-	g, err := New(bes, comms)
+	g, err := newNCCLGroup(w, cudaOptions(), devices)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Close() })
 	return g
+}
+
+// newNCCLGroup is ncclGroup's construction, with the backends' options, for the benchmarks too.
+func newNCCLGroup(w *gpu.Weights, opt cuda.Options, devices []int) (*Group, error) {
+	id, err := nccl.UniqueID()
+	if err != nil {
+		return nil, err
+	}
+	bes := make([]gpu.Backend, 0, len(devices))
+	closeAll := func() {
+		for _, be := range bes {
+			be.Close()
+		}
+	}
+	for _, dev := range devices {
+		o := opt
+		o.Device = dev
+		be, err := cuda.New(w, o)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("rank on device %d: %w", dev, err)
+		}
+		bes = append(bes, be)
+	}
+	comms, err := nccl.NewHost(id, 0, len(devices), devices)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	g, err := New(bes, comms)
+	if err != nil {
+		closeAll()
+		for _, c := range comms {
+			c.Close()
+		}
+		return nil, err
+	}
+	return g, nil
 }
 
 // resumeNCCL builds an NCCL group on devices from dir's weights and loads its optimizer state
