@@ -56,7 +56,7 @@ def log(msg):
 
 def emit(rec):
     if int(os.environ.get("RANK", "0")) == 0:
-        print("DPSCALE " + json.dumps(rec), flush=True)
+        print("DPSCALE " + json.dumps(rec, ensure_ascii=False), flush=True)
 
 
 def load_config(path):
@@ -69,6 +69,33 @@ def load_config(path):
         if not isinstance(d.get(k), int) or d[k] <= 0:
             raise ValueError(f"{path}: {k} missing or not a positive integer")
     return d
+
+
+def qwen3_config(path, d, Qwen3Config):
+    """The transformers config of path: AutoConfig's reading of a config.json (the path every hub
+    checkpoint takes, legacy keys such as rope_theta included), else Qwen3Config(**d)."""
+    from transformers import AutoConfig
+    directory = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    try:
+        cfg = AutoConfig.from_pretrained(directory)
+    except Exception as e:  # e.g. the file is not named config.json
+        log(f"AutoConfig could not read {directory} ({type(e).__name__}: {e}); building Qwen3Config directly")
+        cfg = Qwen3Config(**{k: v for k, v in d.items() if k not in ("torch_dtype", "dtype", "architectures", "model_type")})
+    if type(cfg).__name__ != "Qwen3Config":
+        raise ValueError(f"{path}: a {type(cfg).__name__}, not a Qwen3 config")
+    for k in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+              "num_key_value_heads", "head_dim", "tie_word_embeddings"):
+        if getattr(cfg, k) != d.get(k, getattr(cfg, k)):
+            raise ValueError(f"{path}: transformers read {k}={getattr(cfg, k)}, the file says {d[k]}")
+    return cfg
+
+
+def nccl_version(torch):
+    try:
+        v = torch.cuda.nccl.version()
+        return ".".join(map(str, v)) if isinstance(v, (tuple, list)) else str(v)
+    except Exception as e:
+        return f"unknown ({type(e).__name__})"
 
 
 def params(d):
@@ -118,7 +145,10 @@ def main():
     a = ap.parse_args()
     if a.steps < 5 or a.warmup < 1 or a.tokens_per_gpu < 2:
         ap.error("want --steps ≥ 5, --warmup ≥ 1, --tokens-per-gpu ≥ 2")
-    d = load_config(a.config)
+    try:
+        d = load_config(a.config)
+    except (OSError, ValueError) as e:
+        ap.error(f"--config: {e}")
     T = a.tokens_per_gpu
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -158,8 +188,7 @@ def main():
         return 0
     dist.init_process_group("nccl", device_id=dev)
     try:
-        cfg_d = {k: v for k, v in d.items() if k not in ("torch_dtype", "dtype", "architectures")}
-        cfg = Qwen3Config(**cfg_d)
+        cfg = qwen3_config(a.config, d, Qwen3Config)
         cfg.use_cache = False
         cfg._attn_implementation = "sdpa"
         torch.manual_seed(0)
@@ -220,7 +249,7 @@ def main():
         rec.update(timed_steps=len(times), step_ms_median=med * 1e3, step_ms_all=[round(x * 1e3, 3) for x in times],
                    tokens_per_s=world * T / med, tokens_per_s_per_gpu=T / med, mfu_per_gpu=f / med / PEAK,
                    flops_per_gpu_step=f, peak_mem_gb=peak[0].item() / 1e9, reserved_gb=peak[1].item() / 1e9,
-                   nccl_version=".".join(map(str, torch.cuda.nccl.version())),
+                   nccl_version=nccl_version(torch),
                    note="peak_mem_gb: torch.cuda.max_memory_allocated, max over ranks")
         emit(rec)
         return 0
