@@ -25,6 +25,7 @@ package dp
 // same line format the FSDP2 script prints, and progress lines before it.
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -120,4 +121,10 @@ func BenchmarkDataParallelStep(b *testing.B) {
 			fmt.Printf("dp-scale: close: %v\n", err)
 		}
 	}
+}
+
+// printRecord prints one DPSCALE line (the format gpu/dp/dpscale_summary.py reads).
+func printRecord(r scaleRecord) {
+	j, _ := json.Marshal(r)
+	fmt.Printf("DPSCALE %s\n", j)
 }

@@ -4,7 +4,6 @@ package dp
 // the synthetic micro-batches, the memory verdict and the step loop, tested here on the cpu backend.
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -52,11 +51,6 @@ type scaleRecord struct {
 	NCCL          int       `json:"nccl_version,omitempty"`
 	Note          string    `json:"note,omitempty"`
 	Error         string    `json:"error,omitempty"`
-}
-
-func printRecord(r scaleRecord) {
-	j, _ := json.Marshal(r)
-	fmt.Printf("DPSCALE %s\n", j)
 }
 
 type scaleSettings struct {
