@@ -133,8 +133,9 @@ multi)
   m17=$root/deploy/models/qwen3-1.7b/config.json
   m8=$root/deploy/models/qwen3-8b/config.json
   all=$(seq -s, 0 $((ngpu > 0 ? ngpu - 1 : 0)))
-  devs=${T2_DP_DEVICES:-0}
+  devs=0 # 1 GPU, then 2, 4 and 8 as far as the machine has them; T2_DP_DEVICES replaces the list
   for n in 2 4 8; do ((ngpu >= n)) && devs="$devs;$(seq -s, 0 $((n - 1)))"; done
+  devs=${T2_DP_DEVICES:-$devs}
   export LD_LIBRARY_PATH=$(libpath)
   export T2_DP_TOKENS_PER_GPU=${T2_DP_TOKENS_PER_GPU:-16384}
   bench=(-test.run '^$' -test.bench DataParallelStep -test.benchtime 1x -test.v)
