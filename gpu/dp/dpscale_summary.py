@@ -45,6 +45,37 @@ def tests(paths):
     return out
 
 
+def memory_tables(paths):
+    """dp.WriteMemoryTable's tables (a 'NAME: N parameters, backend cuda; per rank…' line and its
+    rows) and the FSDP2 script's memory estimates, as they appear in the logs, once each."""
+    out, seen = [], set()
+    for p in paths:
+        if not os.path.exists(p):
+            continue
+        rows = None
+        with open(p, errors="replace") as f:
+            for line in f:
+                line = line.rstrip("\n")
+                if "parameters, backend cuda; per rank" in line:
+                    rows = [line]
+                    continue
+                if rows is not None:
+                    if re.match(r"(ranks|\d+)\s", line):
+                        rows.append(line)
+                        continue
+                    if rows[0] not in seen:
+                        seen.add(rows[0])
+                        out += rows + [""]
+                    rows = None
+                if line.startswith("fsdp2: ") and "memory estimate" in line and line not in seen:
+                    seen.add(line)
+                    out += [line, ""]
+        if rows and rows[0] not in seen:
+            seen.add(rows[0])
+            out += rows + [""]
+    return out
+
+
 def fmt(v, spec):
     return format(v, spec) if isinstance(v, (int, float)) else "—"
 
@@ -109,6 +140,9 @@ def main():
             note.replace("|", "/")[:300]]) + " |")
     if not recs:
         L.append("| (no DPSCALE line in any log) | | | | | | | | | | | |")
+    mem = memory_tables(a.logs)
+    if mem:
+        L += ["", "## Memory (gpu/dp memory model per rank; FSDP2 estimates)", "", "```"] + mem[:-1] + ["```"]
     L += ["", "Raw lines: dpscale.jsonl; logs: the other files beside this one.", ""]
     with open(a.out, "w") as f:
         f.write("\n".join(L))
