@@ -188,3 +188,52 @@ func TestLoadWeightsErrors(t *testing.T) {
 		t.Fatal("saved NaN weights")
 	}
 }
+
+// TestPoolWeights: the timing weights have every tensor of the shape, norms at one, no zeros, the
+// configured spread, different tensors starting at different values, and the same bits per seed.
+func TestPoolWeights(t *testing.T) {
+	cfg := TinyConfig()
+	cfg.InitializerRange = 0.05
+	w, err := NewPoolWeights(cfg, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Check(); err != nil {
+		t.Fatal(err)
+	}
+	var sum2 float64
+	var n int
+	firsts := map[float32]bool{}
+	for _, s := range ParamSpecs(cfg) {
+		x := w.Tensors[s.Name]
+		if !s.Norm {
+			firsts[x[0]] = true
+		}
+		for _, v := range x {
+			switch {
+			case s.Norm && v != 1:
+				t.Fatalf("%s: norm weight %v", s.Name, v)
+			case !s.Norm && v == 0:
+				t.Fatalf("%s: a zero", s.Name)
+			case !s.Norm:
+				sum2 += float64(v) * float64(v)
+				n++
+			}
+		}
+	}
+	if std := math.Sqrt(sum2 / float64(n)); std < 0.045 || std > 0.055 {
+		t.Fatalf("std %v, want about 0.05", std)
+	}
+	if len(firsts) < 3 {
+		t.Fatalf("tensors start at %d distinct values", len(firsts))
+	}
+	again, _ := NewPoolWeights(cfg, 3)
+	other, _ := NewPoolWeights(cfg, 4)
+	name := ParamSpecs(cfg)[0].Name
+	if again.Tensors[name][5] != w.Tensors[name][5] || other.Tensors[name][5] == w.Tensors[name][5] {
+		t.Fatal("not a pure function of the seed")
+	}
+	if _, err := NewPoolWeights(Config{}, 1); err == nil {
+		t.Fatal("an invalid config was accepted")
+	}
+}

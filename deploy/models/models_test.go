@@ -2,6 +2,7 @@
 package models_test
 
 import (
+	"reflect"
 	"testing"
 
 	"tau2rl/gpu"
@@ -13,7 +14,7 @@ func TestConfigs(t *testing.T) {
 	for _, c := range []struct {
 		dir  string
 		cuda bool
-	}{{"qwen3-tiny", false}, {"qwen3-learn", true}} {
+	}{{"qwen3-tiny", false}, {"qwen3-learn", true}, {"qwen3-1.7b", true}, {"qwen3-8b", true}} {
 		cfg, err := gpu.LoadConfig(c.dir + "/config.json")
 		if err != nil {
 			t.Fatalf("%s: %v", c.dir, err)
@@ -23,6 +24,23 @@ func TestConfigs(t *testing.T) {
 		}
 		if c.cuda && (cfg.HeadDim != 64 && cfg.HeadDim != 128 || cfg.HiddenSize%8 != 0 || cfg.IntermediateSize%8 != 0) {
 			t.Errorf("%s: head_dim %d, hidden %d, intermediate %d: not a shape the CUDA kernels implement", c.dir, cfg.HeadDim, cfg.HiddenSize, cfg.IntermediateSize)
+		}
+	}
+}
+
+// TestRealShapes: the Qwen3-1.7B and Qwen3-8B configs (the multi-GPU measurements' models,
+// docs/MULTIGPU.md) are exactly the geometries gpu.Qwen3_1_7B and gpu.Qwen3_8B state.
+func TestRealShapes(t *testing.T) {
+	for _, c := range []struct {
+		dir  string
+		want gpu.Config
+	}{{"qwen3-1.7b", gpu.Qwen3_1_7B()}, {"qwen3-8b", gpu.Qwen3_8B()}} {
+		cfg, err := gpu.LoadConfig(c.dir + "/config.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(cfg, c.want) {
+			t.Errorf("%s: %+v\nwant %+v", c.dir, cfg, c.want)
 		}
 	}
 }

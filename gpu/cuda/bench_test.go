@@ -19,33 +19,16 @@ import (
 // (the same compute die), as llm.c's mfu.h computes it.
 const peakBF16 = 989e12
 
-// benchWeights fills a model of cfg from a 1M-value normal pool at shifting offsets: random
-// enough for timing (no zeros, no denormals), and seconds instead of minutes for 1.7B parameters.
+// benchWeights is gpu.NewPoolWeights(cfg, 1) (random enough for timing, seconds for 1.7B
+// parameters), cached per shape.
 func benchWeights(cfg gpu.Config) *gpu.Weights {
 	key := fmt.Sprint(cfg.HiddenSize, cfg.IntermediateSize, cfg.NumHiddenLayers, cfg.VocabSize)
 	if w, ok := benchCache[key]; ok {
 		return w
 	}
-	rng := rand.New(rand.NewPCG(1, 1))
-	pool := make([]float32, 1<<20)
-	for i := range pool {
-		pool[i] = float32(0.02 * rng.NormFloat64())
-	}
-	w := &gpu.Weights{Config: cfg, Tensors: map[string][]float32{}}
-	for k, s := range gpu.ParamSpecs(cfg) {
-		t := make([]float32, s.Size())
-		if s.Norm {
-			for i := range t {
-				t[i] = 1
-			}
-		} else {
-			start := (k * 7919) % len(pool)
-			for i := 0; i < len(t); {
-				i += copy(t[i:], pool[start:])
-				start = 0
-			}
-		}
-		w.Tensors[s.Name] = t
+	w, err := gpu.NewPoolWeights(cfg, 1)
+	if err != nil {
+		panic(err) // the benchmarks' shapes are valid Qwen3 configs
 	}
 	benchCache[key] = w
 	return w

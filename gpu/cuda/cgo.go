@@ -137,3 +137,13 @@ func Device(dev int) (DeviceInfo, error) {
 	}
 	return DeviceInfo{Name: C.GoString(&buf[0]), SMs: int(sms), FreeBytes: int64(fr), TotalBytes: int64(tot)}, nil
 }
+
+// DeviceCount is the number of CUDA devices this process sees (CUDA_VISIBLE_DEVICES applies); 0
+// when there is no device or no driver. Multi-GPU tests skip below the count they need.
+func DeviceCount() (int, error) {
+	var n C.int
+	if err := statusErr(C.t2_device_count(&n)); err != nil {
+		return 0, fmt.Errorf("cuda: device count: %w", err)
+	}
+	return int(n), nil
+}

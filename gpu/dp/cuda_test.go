@@ -6,6 +6,7 @@ package dp
 // `make gpu` then `go test -tags cuda -run 'CUDA|NCCL' ./gpu/dp/`). With NCCL_NVLS_ENABLE=0.
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -31,30 +32,43 @@ func cudaOptions() cuda.Options {
 	return o
 }
 
-func newCUDA(t *testing.T, w *gpu.Weights) *cuda.Backend {
+// newCUDA is a CUDA backend holding w on device dev.
+func newCUDA(t *testing.T, w *gpu.Weights, dev int) *cuda.Backend {
 	t.Helper()
-	b, err := cuda.New(w, cudaOptions())
+	o := cudaOptions()
+	o.Device = dev
+	b, err := cuda.New(w, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
 }
 
-// ncclGroup is a world-1 NCCL group on device 0 around be.
-func ncclGroup(t *testing.T, be gpu.Backend) *Group {
+// needDevices skips the test unless at least n CUDA devices are visible.
+func needDevices(t *testing.T, n int) {
 	t.Helper()
+	have, err := cuda.DeviceCount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if have < n {
+		t.Skipf("needs %d CUDA devices, %d visible", n, have)
+	}
+}
+
+// ncclEnv keeps NVLink multicast off (docs/MULTIGPU.md) for the NCCL communicators a test makes.
+func ncclEnv(t *testing.T) {
 	if os.Getenv("NCCL_NVLS_ENABLE") != "0" {
-		t.Setenv("NCCL_NVLS_ENABLE", "0") // NVLink multicast stays off (docs/MULTIGPU.md)
+		t.Setenv("NCCL_NVLS_ENABLE", "0")
 	}
-	id, err := nccl.UniqueID()
-	if err != nil {
-		t.Fatal(err)
-	}
-	comms, err := nccl.NewHost(id, 0, 1, []int{0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := New([]gpu.Backend{be}, comms)
+}
+
+// ncclGroup is an NCCL group of one rank per device (rank r on devices[r]), every rank a CUDA
+// backend holding w, all driven by this process as the trainer drives its host's GPUs.
+func ncclGroup(t *testing.T, w *gpu.Weights, devices ...int) *Group {
+	t.Helper()
+	ncclEnv(t)
+	g, err := newNCCLGroup(w, cudaOptions(), devices)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,17 +76,77 @@ func ncclGroup(t *testing.T, be gpu.Backend) *Group {
 	return g
 }
 
-// shardMaster is the group's first rank's fp32 masters, cut to the layout's tensors.
-func shardMaster(t *testing.T, g *Group) *gpu.Weights {
+// newNCCLGroup is ncclGroup's construction, with the backends' options, for the benchmarks too.
+func newNCCLGroup(w *gpu.Weights, opt cuda.Options, devices []int) (*Group, error) {
+	id, err := nccl.UniqueID()
+	if err != nil {
+		return nil, err
+	}
+	bes := make([]gpu.Backend, 0, len(devices))
+	closeAll := func() {
+		for _, be := range bes {
+			be.Close()
+		}
+	}
+	for _, dev := range devices {
+		o := opt
+		o.Device = dev
+		be, err := cuda.New(w, o)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("rank on device %d: %w", dev, err)
+		}
+		bes = append(bes, be)
+	}
+	comms, err := nccl.NewHost(id, 0, len(devices), devices)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	g, err := New(bes, comms)
+	if err != nil {
+		closeAll()
+		for _, c := range comms {
+			c.Close()
+		}
+		return nil, err
+	}
+	return g, nil
+}
+
+// resumeNCCL builds an NCCL group on devices from dir's weights and loads its optimizer state
+// (any rank count's shards).
+func resumeNCCL(t *testing.T, dir string, devices ...int) *Group {
 	t.Helper()
-	st, err := g.ranks[0].sh.ShardState()
+	w, err := gpu.LoadWeights(dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	g := ncclGroup(t, w, devices...)
+	if err := g.LoadOptimizerState(dir); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// shardMaster is the group's fp32 masters (every local rank's shard, placed at its flat offset),
+// cut to the layout's tensors.
+func shardMaster(t *testing.T, g *Group) *gpu.Weights {
+	t.Helper()
+	flat := make([]float32, g.layout.Len)
+	for _, r := range g.ranks {
+		st, err := r.sh.ShardState()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lo := r.shard.Lo; lo < len(flat) {
+			copy(flat[lo:], st.Master) // the last shard's padding falls off the end
+		}
 	}
 	w := &gpu.Weights{Config: g.cfg, Tensors: map[string][]float32{}}
 	for i, s := range gpu.ParamSpecs(g.cfg) {
 		o := g.layout.Offsets[i]
-		w.Tensors[s.Name] = st.Master[o : o+s.Size()]
+		w.Tensors[s.Name] = flat[o : o+s.Size()]
 	}
 	return w
 }
@@ -89,9 +163,9 @@ func TestNCCLWorldOneEqualsPlainCUDA(t *testing.T) {
 	t.Logf("NCCL version %d", v)
 	cfg := cudaConfig()
 	w0, _ := gpu.NewRandomWeights(cfg, 77)
-	plain := newCUDA(t, w0)
+	plain := newCUDA(t, w0, 0)
 	defer plain.Close()
-	g := ncclGroup(t, newCUDA(t, w0))
+	g := ncclGroup(t, w0, 0)
 	steps := []stepData{makeStep(1, cfg, 5), makeStep(2, cfg, 4), makeStep(3, cfg, 6)}
 	for k, d := range steps[:2] {
 		l1, n1 := stepOne(t, plain, d)
@@ -110,14 +184,7 @@ func TestNCCLWorldOneEqualsPlainCUDA(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "v2")
 	saveCheckpoint(t, g, dir, gpu.BF16)
 	want, _ := stepGroup(t, g, steps[2])
-	w, err := gpu.LoadWeights(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := ncclGroup(t, newCUDA(t, w))
-	if err := r.LoadOptimizerState(dir); err != nil {
-		t.Fatal(err)
-	}
+	r := resumeNCCL(t, dir, 0)
 	got, _ := stepGroup(t, r, steps[2])
 	if got != want || !bitEqual(shardMaster(t, g), shardMaster(t, r)) {
 		t.Fatalf("resumed step: loss %v, uninterrupted %v (or masters differ)", got, want)
@@ -154,7 +221,7 @@ func TestCUDAShardMemoryModel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		be := newCUDA(t, w)
+		be := newCUDA(t, w, 0)
 		layout := be.FlatLayout()
 		rep, _ := MemoryModel(cfg, int64(layout.Len), "cuda", 1, Replicated)
 		if held := be.HeldBytes(); held < rep.Bytes || held > rep.Bytes+slack {

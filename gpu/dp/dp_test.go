@@ -53,9 +53,15 @@ type stepData struct {
 
 func makeStep(seed uint64, cfg gpu.Config, count int) stepData {
 	rng := rand.New(rand.NewPCG(seed, 7))
+	return makeStepWith(rng, cfg, count, func() int { return 4 + rng.IntN(20) })
+}
+
+// makeStepWith is makeStep with the micro-batch sizes drawn by size (called once per micro-batch,
+// before its tree): the GPU tests use larger, uneven sizes.
+func makeStepWith(rng *rand.Rand, cfg gpu.Config, count int, size func() int) stepData {
 	var d stepData
 	for range count {
-		mb := randomTree(rng, cfg, 4+rng.IntN(20))
+		mb := randomTree(rng, cfg, size())
 		w := make([]float32, mb.Len())
 		for i := range w {
 			w[i] = float32(rng.IntN(5)-2) / 2

@@ -1,7 +1,7 @@
 /*
  * context.cu: device selection, memory, copies, the cuBLAS handle and timing events.
  * defines: t2_init, t2_destroy, t2_set_device, t2_malloc, t2_free, t2_memset, t2_h2d, t2_d2h,
- *          t2_d2d, t2_sync, t2_mem_info, t2_device_name, t2_event_time, t2_event_create,
+ *          t2_d2d, t2_sync, t2_mem_info, t2_device_name, t2_device_count, t2_event_time, t2_event_create,
  *          t2_event_destroy, t2_event_record, t2_event_elapsed, t2_stream_create, t2_stream_destroy,
  *          t2_use_stream, t2_graph_begin, t2_graph_end, t2_graph_abort, t2_graph_launch, t2_graph_destroy
  */
@@ -166,6 +166,18 @@ extern "C" t2_status t2_device_name(int device, char *buf, int len, int *sms) {
         buf[len - 1] = 0;
     }
     *sms = p.multiProcessorCount;
+    return t2_ok();
+}
+
+extern "C" t2_status t2_device_count(int *n) {
+    *n = 0;
+    cudaError_t e = cudaGetDeviceCount(n);
+    if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) {
+        cudaGetLastError(); /* clear it: no device is an answer (0), not a failure */
+        *n = 0;
+        return t2_ok();
+    }
+    T2_CUDA(e);
     return t2_ok();
 }
 

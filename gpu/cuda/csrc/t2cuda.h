@@ -42,6 +42,7 @@ t2_status t2_d2d(void *dst, const void *src, size_t bytes);
 t2_status t2_sync(void);
 t2_status t2_mem_info(size_t *free_bytes, size_t *total_bytes);
 t2_status t2_device_name(int device, char *buf, int len, int *sms);
+t2_status t2_device_count(int *n);                     /* visible CUDA devices (0 when none) */
 t2_status t2_event_time(void *ctx, int record, float *ms); /* record=1: start; record=0: stop and read ms */
 /* profiler events: create, record on the default stream, elapsed ms between two (waits for stop) */
 t2_status t2_event_create(void **ev);
