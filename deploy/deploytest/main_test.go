@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"tau2rl/lib/proc"
 )
 
 // Every binary a unit, a config or a shutdown test refers to.
@@ -14,13 +16,13 @@ var allBinaries = []string{
 }
 
 var (
-	root string    // module root
-	bins *Binaries // built once per `go test` process
+	root string         // module root
+	bins *proc.Binaries // built once per `go test` process
 )
 
 func TestMain(m *testing.M) {
 	var err error
-	if root, err = ModuleRoot(); err != nil {
+	if root, err = proc.ModuleRoot(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -29,7 +31,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bins = NewBinaries(root, dir)
+	bins = proc.NewBinaries(root, dir)
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
