@@ -15,7 +15,7 @@ import (
 	"tau2rl/lib/inference/tokenizer/tokenizertest"
 	"tau2rl/lib/stream/embedded"
 	tkafka "tau2rl/lib/stream/kafka"
-	"tau2rl/lib/tau2/data"
+	"tau2rl/lib/tau2/tau2test"
 	"tau2rl/producers/scripted"
 )
 
@@ -56,9 +56,7 @@ func TestLocalSmokeRunExample(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs 16 τ² episodes")
 	}
-	if _, err := data.Dir(""); err != nil {
-		t.Skipf("τ² data not found (set %s): %v", data.EnvVar, err)
-	}
+	tau2test.DataDir(t)
 	tk := tokenizertest.Qwen3(t)
 	t.Setenv(tokenizer.EnvDir, tokenizertest.Dir(t))
 	script, err := scripted.New(scripted.DefaultConfig())

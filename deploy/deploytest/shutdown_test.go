@@ -21,6 +21,7 @@ import (
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/episode"
+	"tau2rl/lib/tau2/tau2test"
 	"tau2rl/schemas"
 	"tau2rl/trainer/kafkaio"
 )
@@ -39,10 +40,7 @@ func shutdownEnv(t *testing.T) (dataDir string, env []string) {
 	if testing.Short() {
 		t.Skip("starts the real binaries and sends them SIGTERM: skipped with -short")
 	}
-	dataDir, err := data.Dir("")
-	if err != nil {
-		t.Skipf("τ² data not found (set %s or put it at ../shared/tau2-data): %v", data.EnvVar, err)
-	}
+	dataDir = tau2test.DataDir(t)
 	tok, err := tokenizer.LocateQwen3()
 	if err != nil {
 		t.Skipf("Qwen3 tokenizer not found (set %s or put it at ../shared/qwen3-tokenizer): %v", tokenizer.EnvDir, err)
