@@ -106,7 +106,7 @@ func run(ctx context.Context, rt *cli.Runtime, cfg Config) error {
 	kc.MaxMessageBytes = cfg.MaxMessageBytes
 	kc.Topics = cfg.Topics
 	b, err := embedded.ForPipeline(ctx, embedded.Config{
-		Port: port, DataDir: cfg.DataDir, SyncWrites: cfg.SyncWrites, MinSessionTimeout: cfg.MinSessionTimeout,
+		Port: port, DataDir: cfg.DataDir, SyncWrites: cfg.SyncWrites, MinSessionTimeout: cfg.MinSessionTimeout, Log: rt.Log,
 	}, &kc)
 	if err != nil {
 		return fmt.Errorf("tau2-broker: %w", err)

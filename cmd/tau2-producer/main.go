@@ -191,6 +191,6 @@ func runSynthetic(ctx context.Context, cfg *Config, rt *cli.Runtime, km *tkafka.
 	}
 	defer w.Close()
 	rt.Ready()
-	_, err = synthetic.Run(ctx, cfg.Synthetic, w, rt.Registry)
+	_, err = synthetic.Run(ctx, cfg.Synthetic, w, rt.Registry, rt.Log)
 	return err
 }

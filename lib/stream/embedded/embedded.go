@@ -36,6 +36,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -71,6 +72,9 @@ type Config struct {
 	// the broker accepts (kfake's default is 6s), so tests that kill a
 	// consumer see its partitions reassigned quickly. Default 0: kfake's.
 	MinSessionTimeout time.Duration `yaml:"min_session_timeout"`
+	// Log receives the evictor's messages (a silent group member evicted); nil discards
+	// (lib/logs). Not part of the YAML.
+	Log *slog.Logger `yaml:"-"`
 }
 
 // DefaultConfig returns the defaults documented on Config.
@@ -132,7 +136,7 @@ func Start(cfg Config) (*Broker, error) {
 		c.Close()
 		return nil, errors.New("embedded broker: no listener")
 	}
-	ev := newEvictor(c, addrs[0], nil)
+	ev := newEvictor(c, addrs[0], cfg.Log)
 	go ev.run(evictInterval)
 	return &Broker{c: c, addr: addrs[0], ev: ev}, nil
 }
