@@ -35,7 +35,6 @@ package sampler
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -237,9 +236,6 @@ func (e *Engine) poke() {
 	default:
 	}
 }
-
-// ErrClosed is returned for requests submitted to an engine that has stopped.
-var ErrClosed = errors.New("sampler: engine stopped")
 
 // Submit queues a request and waits for it. If ctx ends first (the client went away) the
 // request is aborted, its blocks are freed, and ctx's error is returned. A request the engine

@@ -9,7 +9,6 @@ package proc
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -142,9 +141,6 @@ func (p *Proc) WaitHealthy(ctx context.Context, timeout time.Duration) error {
 		}
 	}
 }
-
-// ErrKilled is returned (wrapped) by Stop when the process outlived its grace period.
-var ErrKilled = errors.New("did not exit after SIGTERM; killed")
 
 // Stop sends SIGTERM, as systemctl stop does, and waits up to grace for the process to exit. It
 // returns nil only for exit status 0: a clean exit after SIGTERM is the graceful shutdown every
