@@ -153,19 +153,13 @@ func buildBinaries(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
-	root, err := proc.ModuleRoot()
-	if err != nil {
+	var err error
+	if bins, err = proc.TempBinaries(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	dir, err := os.MkdirTemp("", "tau2-run-test-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bins = proc.NewBinaries(root, dir)
 	code := m.Run()
-	os.RemoveAll(dir)
+	bins.Remove()
 	os.Exit(code)
 }
 

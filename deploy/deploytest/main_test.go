@@ -22,18 +22,13 @@ var (
 
 func TestMain(m *testing.M) {
 	var err error
-	if root, err = proc.ModuleRoot(); err != nil {
+	if bins, err = proc.TempBinaries(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	dir, err := os.MkdirTemp("", "deploytest-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bins = proc.NewBinaries(root, dir)
+	root = bins.Root
 	code := m.Run()
-	os.RemoveAll(dir)
+	bins.Remove()
 	os.Exit(code)
 }
 

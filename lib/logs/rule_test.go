@@ -5,38 +5,25 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// moduleRoot walks up from the test's directory to go.mod.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d
-		}
-		if filepath.Dir(d) == d {
-			t.Fatalf("no go.mod above %s", wd)
-		}
-	}
-}
+	"tau2rl/lib/proc"
+)
 
 // TestNoGlobalLoggerInLibraries: outside cmd/ (where cli sets the process logger) no non-test Go
 // file calls slog.Default() or the package-level slog.Info/Warn/Error/Debug/Log, which log
 // through it: a library logs to the logger its caller gave it, or nowhere (OrDiscard).
 func TestNoGlobalLoggerInLibraries(t *testing.T) {
-	root := moduleRoot(t)
+	root, err := proc.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
 	global := map[string]bool{"Default": true, "Info": true, "Warn": true, "Error": true, "Debug": true, "Log": true,
 		"InfoContext": true, "WarnContext": true, "ErrorContext": true, "DebugContext": true, "LogAttrs": true}
 	files := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}

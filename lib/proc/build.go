@@ -42,6 +42,24 @@ func NewBinaries(root, dir string) *Binaries {
 	return &Binaries{Root: root, Dir: dir, built: map[string]error{}}
 }
 
+// TempBinaries prepares a build of the module's commands (the module of the working directory,
+// ModuleRoot) into a new temporary directory, which Remove deletes. Process-level tests make one
+// in TestMain and share it.
+func TempBinaries() (*Binaries, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "tau2rl-bin-")
+	if err != nil {
+		return nil, fmt.Errorf("proc: %w", err)
+	}
+	return NewBinaries(root, dir), nil
+}
+
+// Remove deletes the directory of the binaries.
+func (b *Binaries) Remove() error { return os.RemoveAll(b.Dir) }
+
 // Build builds the named commands (e.g. "tau2-archiver") that are not built yet, in one go
 // invocation, and returns the first failure among names.
 func (b *Binaries) Build(names ...string) error {

@@ -39,3 +39,22 @@ func TestBuildFailure(t *testing.T) {
 		t.Fatalf("Path: %s", got)
 	}
 }
+
+func TestTempBinaries(t *testing.T) {
+	b, err := proc.TempBinaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(b.Root, "go.mod")); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(b.Dir); err != nil || !st.IsDir() {
+		t.Fatalf("binaries directory: %v", err)
+	}
+	if err := b.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(b.Dir); !os.IsNotExist(err) {
+		t.Fatalf("directory left after Remove: %v", err)
+	}
+}
