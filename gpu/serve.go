@@ -1,7 +1,6 @@
 package gpu
 
 import (
-	"errors"
 	"fmt"
 	"math"
 )
@@ -151,9 +150,6 @@ func ValidateServeStep(cfg Config, kv KVCacheSpec, seqs []ServeSeq) error {
 	}
 	return nil
 }
-
-// ErrKVGeometry is returned when a KV-cache spec cannot be built.
-var ErrKVGeometry = errors.New("gpu: invalid KV-cache geometry")
 
 // Validate checks the geometry.
 func (s KVCacheSpec) Validate() error {

@@ -12,10 +12,6 @@ import (
 	"github.com/apache/arrow/go/v17/arrow/memory"
 )
 
-// ErrCorrupt is wrapped by DecodeBatch errors about malformed payloads (bad IPC framing, wrong
-// column types, inconsistent offsets), as opposed to *VersionError.
-var ErrCorrupt = errors.New("corrupt trajectory batch")
-
 // DecodeBatch decodes an Arrow IPC stream written by EncodeBatch (any 1.x minor; several record
 // batches are accepted). Columns are matched by name: unknown columns are ignored, missing
 // optional columns decode as zero values, a missing required column or a wrong type is an error

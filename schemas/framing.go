@@ -1,7 +1,6 @@
 package schemas
 
 import (
-	"errors"
 	"fmt"
 )
 
@@ -35,10 +34,6 @@ const (
 	MessageTypeInfraError     = "infra_error"
 	MessageTypeDeadLetter     = "dead_letter"
 )
-
-// ErrFraming is wrapped by Unframe errors about headers (wrong content type or message type,
-// missing headers); version problems are *VersionError instead.
-var ErrFraming = errors.New("bad framing")
 
 // Framed is one Kafka message ready for any client: key, value and headers.
 type Framed struct {

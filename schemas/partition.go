@@ -1,14 +1,10 @@
 package schemas
 
 import (
-	"errors"
 	"fmt"
 	"path"
 	"time"
 )
-
-// ErrUnsafePath is wrapped by ValidatePathComponent errors.
-var ErrUnsafePath = errors.New("unsafe path component")
 
 // maxComponentLen bounds a path component well under common filesystem name limits.
 const maxComponentLen = 128

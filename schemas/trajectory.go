@@ -6,7 +6,6 @@ package schemas
 
 import (
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -276,10 +275,6 @@ func UniformVersion(v int64, n int) []VersionRun {
 	}
 	return []VersionRun{{Version: v, Count: int32(n)}}
 }
-
-// ErrInvalid is wrapped by every error Validate returns, so callers can route malformed
-// trajectories (e.g. to dead letters) with errors.Is.
-var ErrInvalid = errors.New("invalid trajectory")
 
 // sequenceLens gives the length of call i's full token sequence (full prompt ‖ completion), computed
 // from references without materialising tokens. It assumes refs point strictly backwards.

@@ -1,7 +1,6 @@
 package schemas
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -33,9 +32,6 @@ var SchemaVersion = FormatVersion(SchemaMajor, SchemaMinor)
 // MetadataKeyVersion is the key of the schema version in Arrow schema metadata and Parquet
 // key-value metadata.
 const MetadataKeyVersion = "tau2rl.schema_version"
-
-// ErrUnsupportedVersion is wrapped by every *VersionError.
-var ErrUnsupportedVersion = errors.New("unsupported schema version")
 
 // VersionError says that data carries a schema version this reader cannot decode (unknown major
 // or unparsable). errors.Is(err, ErrUnsupportedVersion) holds for it.

@@ -12,7 +12,6 @@ import (
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/consumers/archiver"
 	"tau2rl/consumers/release"
-	"tau2rl/lib/stream/embedded"
 	tkafka "tau2rl/lib/stream/kafka"
 )
 
@@ -30,7 +29,7 @@ Sub-commands:
 
 Examples:
   tau2-archiver kafka.brokers=[127.0.0.1:9092] dataset_dir=data/trajectories
-  tau2-archiver kafka.embedded=true roll.max_age=5s`
+  tau2-archiver roll.max_age=5s     # beside tau2-broker (127.0.0.1:9092): a local trial`
 
 // Config is tau2-archiver's configuration: the Kafka transport plus the
 // archiver settings at the top level.
@@ -68,11 +67,6 @@ func main() {
 
 func run(ctx context.Context, rt *cli.Runtime, cfg Config) error {
 	cfg.Kafka.Log = rt.Log
-	stop, err := embedded.ForConfig(ctx, &cfg.Kafka)
-	if err != nil {
-		return err
-	}
-	defer stop()
 	// A wrong SASL password would otherwise surface as "unexpected EOF" or a silent retry loop.
 	if err := tkafka.CheckAuth(ctx, cfg.Kafka); err != nil {
 		return err

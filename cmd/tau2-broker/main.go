@@ -101,22 +101,17 @@ func run(ctx context.Context, rt *cli.Runtime, cfg Config) error {
 		return cli.Usage(err)
 	}
 	port, _ := loopback.Port(cfg.Addr)
-	b, err := embedded.Start(embedded.Config{
-		Port: port, DataDir: cfg.DataDir, MaxMessageBytes: cfg.MaxMessageBytes,
-		Partitions: cfg.Partitions, SyncWrites: cfg.SyncWrites, MinSessionTimeout: cfg.MinSessionTimeout,
-	})
-	if err != nil {
-		return err
-	}
-	defer b.Close()
 	kc := tkafka.DefaultConfig()
-	kc.Brokers = []string{b.Addr()}
 	kc.Partitions = cfg.Partitions
 	kc.MaxMessageBytes = cfg.MaxMessageBytes
 	kc.Topics = cfg.Topics
-	if err := tkafka.EnsureTopics(ctx, kc); err != nil {
+	b, err := embedded.ForPipeline(ctx, embedded.Config{
+		Port: port, DataDir: cfg.DataDir, SyncWrites: cfg.SyncWrites, MinSessionTimeout: cfg.MinSessionTimeout, Log: rt.Log,
+	}, &kc)
+	if err != nil {
 		return fmt.Errorf("tau2-broker: %w", err)
 	}
+	defer b.Close()
 	rt.Log.Warn("embedded development broker: not for production", "addr", b.Addr(), "data_dir", cfg.DataDir, "topics", cfg.Topics.All())
 	rt.Ready()
 	<-ctx.Done()

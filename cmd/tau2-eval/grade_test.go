@@ -14,7 +14,7 @@ import (
 
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/cmd/internal/clitest"
-	"tau2rl/lib/tau2/data"
+	"tau2rl/lib/tau2/tau2test"
 )
 
 func TestSplitArgs(t *testing.T) {
@@ -38,9 +38,7 @@ func TestSplitArgs(t *testing.T) {
 // end: the output parses, keeps the unknown fields and the report shows
 // pass^k and the agreement with the file's (partly stale) rewards.
 func TestGradeFixture(t *testing.T) {
-	if _, err := data.Dir(""); err != nil {
-		t.Skipf("τ² data not available: %v", err)
-	}
+	tau2test.DataDir(t)
 	out := filepath.Join(t.TempDir(), "regraded.json")
 	cfg := defaultGradeConfig()
 	cfg.Input = filepath.Join("..", "..", "lib", "tau2", "evaluator", "testdata", "results_mock.json")

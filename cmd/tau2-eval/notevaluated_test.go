@@ -12,9 +12,9 @@ import (
 	"tau2rl/lib/inference/llm"
 	"tau2rl/lib/inference/llmtest"
 	"tau2rl/lib/inference/tokenizer/tokenizertest"
-	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/episode"
 	"tau2rl/lib/tau2/evaluator"
+	"tau2rl/lib/tau2/tau2test"
 	"tau2rl/producers/scripted"
 )
 
@@ -27,9 +27,7 @@ import (
 // file said infrastructure_error, so grade sent 0 judge requests and wrote
 // reward 0 "terminated prematurely").
 func TestRetailWithoutJudgeThenGradeWithJudge(t *testing.T) {
-	if _, err := data.Dir(""); err != nil {
-		t.Skipf("τ² data not found: %v", err)
-	}
+	tau2test.DataDir(t)
 	// A policy that plays the gold actions without errors, so that the DB check passes and only
 	// the NL assertion is left open.
 	scfg := scripted.DefaultConfig()

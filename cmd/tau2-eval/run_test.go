@@ -18,9 +18,9 @@ import (
 	"tau2rl/lib/inference/llm"
 	"tau2rl/lib/inference/llmtest"
 	"tau2rl/lib/inference/tokenizer/tokenizertest"
-	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/episode"
 	"tau2rl/lib/tau2/evaluator"
+	"tau2rl/lib/tau2/tau2test"
 	"tau2rl/lib/uuid"
 	"tau2rl/producers/scripted"
 	"tau2rl/schemas"
@@ -28,9 +28,7 @@ import (
 
 func scriptedURL(t *testing.T) (string, string) {
 	t.Helper()
-	if _, err := data.Dir(""); err != nil {
-		t.Skipf("τ² data not found: %v", err)
-	}
+	tau2test.DataDir(t)
 	tok, path := tokenizertest.Qwen3(t), tokenizertest.Path(t)
 	cfg := scripted.DefaultConfig()
 	cfg.ErrorRate = 0.4

@@ -14,7 +14,6 @@ import (
 	"sync"
 
 	"tau2rl/cmd/internal/cli"
-	"tau2rl/lib/stream/embedded"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/lib/tau2/episode"
 	"tau2rl/producers/rollout"
@@ -49,8 +48,8 @@ Examples:
   # vLLM policy, GPT-4.1 as the user simulator
   tau2-producer policy.backend=vllm policy.model=Qwen3-8B policy.endpoints=[http://vllm:8000] \
       econfig.user_llm_base_url=https://api.openai.com/v1 user_endpoint.api_key_env=OPENAI_API_KEY
-  # local smoke run against the scripted server (tau2-scripted-llm): 4 airline tasks × 4 trials, then exit
-  tau2-producer kafka.embedded=true policy.endpoints=[http://127.0.0.1:30000] \
+  # local smoke run beside tau2-broker and tau2-scripted-llm (their default addresses): 4 airline tasks × 4 trials, then exit
+  tau2-producer kafka.brokers=[127.0.0.1:9092] policy.endpoints=[http://127.0.0.1:30000] \
       user_llm_base_url=http://127.0.0.1:30000/v1 econfig.domain=airline \
       self_driven.enabled=true self_driven.limit=4 self_driven.trials=4`
 
@@ -107,11 +106,6 @@ func run(ctx context.Context, cfg *Config, rt *cli.Runtime) error {
 	if err := cfg.Validate(); err != nil {
 		return cli.Usage(err)
 	}
-	stop, err := embedded.ForConfig(ctx, &cfg.Kafka)
-	if err != nil {
-		return err
-	}
-	defer stop()
 	km, err := tkafka.NewMetrics(rt.Registry)
 	if err != nil {
 		return err
@@ -197,6 +191,6 @@ func runSynthetic(ctx context.Context, cfg *Config, rt *cli.Runtime, km *tkafka.
 	}
 	defer w.Close()
 	rt.Ready()
-	_, err = synthetic.Run(ctx, cfg.Synthetic, w, rt.Registry)
+	_, err = synthetic.Run(ctx, cfg.Synthetic, w, rt.Registry, rt.Log)
 	return err
 }

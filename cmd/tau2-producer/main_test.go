@@ -13,7 +13,9 @@ import (
 	"tau2rl/lib/inference/llmtest"
 	"tau2rl/lib/inference/tokenizer"
 	"tau2rl/lib/inference/tokenizer/tokenizertest"
-	"tau2rl/lib/tau2/data"
+	"tau2rl/lib/stream/embedded"
+	tkafka "tau2rl/lib/stream/kafka"
+	"tau2rl/lib/tau2/tau2test"
 	"tau2rl/producers/scripted"
 )
 
@@ -45,17 +47,16 @@ func example(t *testing.T, marker string) []string {
 	return nil
 }
 
-// TestLocalSmokeRunExample runs --help's "local smoke run" example as written — an embedded
-// broker, the scripted server as policy and user simulator, self-driven requests — only moving
-// the scripted server from 127.0.0.1:30000 to a free port. It must finish on its own with every
-// episode published (it used to wait forever for requests nobody issued).
+// TestLocalSmokeRunExample runs --help's "local smoke run" example as written — beside a broker
+// (the one tau2-broker runs, in process here) and the scripted server as policy and user
+// simulator, self-driven requests — only moving the broker from 127.0.0.1:9092 and the scripted
+// server from 127.0.0.1:30000 to free ports. It must finish on its own with every episode
+// published (it used to wait forever for requests nobody issued).
 func TestLocalSmokeRunExample(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs 16 τ² episodes")
 	}
-	if _, err := data.Dir(""); err != nil {
-		t.Skipf("τ² data not found (set %s): %v", data.EnvVar, err)
-	}
+	tau2test.DataDir(t)
 	tk := tokenizertest.Qwen3(t)
 	t.Setenv(tokenizer.EnvDir, tokenizertest.Dir(t))
 	script, err := scripted.New(scripted.DefaultConfig())
@@ -68,17 +69,24 @@ func TestLocalSmokeRunExample(t *testing.T) {
 	}
 	defer srv.Close()
 	host := strings.TrimPrefix(srv.URL, "http://")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	kc := tkafka.DefaultConfig()
+	broker, err := embedded.ForPipeline(ctx, embedded.Config{}, &kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broker.Close()
 
 	args := example(t, "local smoke run")
 	for i := range args {
 		args[i] = strings.ReplaceAll(args[i], "127.0.0.1:30000", host)
+		args[i] = strings.ReplaceAll(args[i], "127.0.0.1:9092", broker.Addr())
 	}
 	cfg := DefaultConfig()
 	var out bytes.Buffer
 	stdout = &out
 	defer func() { stdout = os.Stdout }()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	err = cli.Execute(ctx, cli.App{Name: "tau2-producer", Usage: usage}, append([]string{"--metrics-addr", "off", "--log-level", "warn"}, args...),
 		&cfg, &out, func(ctx context.Context, rt *cli.Runtime) error { return run(ctx, &cfg, rt) })
 	if err != nil {
@@ -104,7 +112,7 @@ func TestSelfDrivenUsageErrors(t *testing.T) {
 		cfg := DefaultConfig()
 		var out bytes.Buffer
 		err := cli.Execute(context.Background(), cli.App{Name: "tau2-producer", Usage: usage},
-			append([]string{"--metrics-addr", "off", "--log-level", "error", "kafka.embedded=true"}, c.args...), &cfg, &out,
+			append([]string{"--metrics-addr", "off", "--log-level", "error"}, c.args...), &cfg, &out,
 			func(ctx context.Context, rt *cli.Runtime) error { return run(ctx, &cfg, rt) })
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: err %v, want %q", c.args, err, c.want)

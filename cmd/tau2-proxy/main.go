@@ -15,7 +15,6 @@ import (
 
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/lib/inference/llm"
-	"tau2rl/lib/stream/embedded"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/lib/tau2/episode"
 	"tau2rl/producers/proxy"
@@ -39,8 +38,8 @@ Policy versions are followed on the policy-versions topic. See docs/PROXY.md.
 Examples:
   TAU2_PROXY_API_KEYS=sk-local tau2-proxy kafka.brokers=[kafka1:9092] \
       policy.endpoints=[http://sglang-0:30000,http://sglang-1:30000] model=qwen3-8b-policy
-  # a laptop: embedded Kafka, no keys, a local SGLang server as the policy
-  tau2-proxy kafka.embedded=true auth.disabled=true policy.endpoints=[http://127.0.0.1:30000]`
+  # a laptop: beside tau2-broker (127.0.0.1:9092), no keys, a local SGLang server as the policy
+  tau2-proxy kafka.brokers=[127.0.0.1:9092] auth.disabled=true policy.endpoints=[http://127.0.0.1:30000]`
 
 // Config is tau2-proxy's configuration.
 type Config struct {
@@ -62,11 +61,6 @@ func main() {
 }
 
 func run(ctx context.Context, cfg *Config, rt *cli.Runtime) error {
-	stop, err := embedded.ForConfig(ctx, &cfg.Kafka)
-	if err != nil {
-		return err
-	}
-	defer stop()
 	if err := cfg.Kafka.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}

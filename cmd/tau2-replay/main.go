@@ -9,7 +9,6 @@ import (
 
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/consumers/replay"
-	"tau2rl/lib/stream/embedded"
 	"tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
 )
@@ -57,11 +56,6 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
 	if err := cfg.Validate(); err != nil {
 		return cli.Usage(err)
 	}
-	stop, err := embedded.ForConfig(ctx, &cfg.Kafka)
-	if err != nil {
-		return err
-	}
-	defer stop()
 	topic := cfg.Topic
 	if topic == "" {
 		topic = cfg.Kafka.Topics.Trajectories

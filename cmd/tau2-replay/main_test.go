@@ -20,7 +20,7 @@ import (
 	"tau2rl/schemas"
 )
 
-// TestReplayThroughKafka: archive-shaped Parquet → tau2-replay's run (embedded broker) → a
+// TestReplayThroughKafka: archive-shaped Parquet → tau2-replay's run (against an embedded broker) → a
 // consumer group reads the topic → every trajectory decodes field-by-field equal, keyed by task.
 func TestReplayThroughKafka(t *testing.T) {
 	rng := rand.New(rand.NewPCG(51, 52))
@@ -38,22 +38,16 @@ func TestReplayThroughKafka(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cfg := Config{Kafka: kafka.DefaultConfig(), Replay: replay.DefaultConfig()}
-	cfg.Kafka.Embedded = true
-	cfg.Kafka.Brokers = []string{"127.0.0.1:0"}
 	cfg.Kafka.Partitions = 2
 	cfg.Replay.Dataset = root
 	cfg.Replay.FlushEvery = 4
 
-	// run would start (and, on return, stop) an embedded broker itself; the test starts it so it
-	// outlives run and the topic can be read back, and points run at it.
-	kcfg := cfg.Kafka
-	stop, err := embedded.ForConfig(ctx, &kcfg)
+	// The broker tau2-broker would be, in process: its topics created, cfg.Kafka pointed at it.
+	b, err := embedded.ForPipeline(ctx, embedded.Config{}, &cfg.Kafka)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stop()
-	cfg.Kafka = kcfg
-	cfg.Kafka.Embedded = false
+	defer b.Close()
 
 	rt := &cli.Runtime{Registry: prometheus.NewRegistry(), Log: slog.New(slog.DiscardHandler), Ready: func() {}}
 	if err := run(ctx, rt, &cfg); err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/consumers/dataset"
+	"tau2rl/lib/proc"
 	"tau2rl/lib/tau2/data"
 	"tau2rl/schemas"
 	"tau2rl/trainer/checkpoint"
@@ -196,7 +197,7 @@ type experiment struct {
 	cfg   expConfig
 	dir   string
 	out   io.Writer
-	procs []*proc
+	procs []*proc.Proc
 	start time.Time
 
 	brokers, llmAddr, policyAddr string
@@ -302,8 +303,8 @@ func (e *experiment) printf(format string, args ...any) {
 func (e *experiment) bin(name string) string { return filepath.Join(e.cfg.Bin, name) }
 
 // daemon starts a long-running process and waits until it is healthy.
-func (e *experiment) daemon(ctx context.Context, name, bin string, args ...string) (*proc, error) {
-	m, err := freeAddr()
+func (e *experiment) daemon(ctx context.Context, name, bin string, args ...string) (*proc.Proc, error) {
+	m, err := proc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -312,7 +313,7 @@ func (e *experiment) daemon(ctx context.Context, name, bin string, args ...strin
 		return nil, err
 	}
 	e.procs = append(e.procs, q)
-	if err := q.waitHealthy(ctx, 5*time.Minute); err != nil {
+	if err := q.WaitHealthy(ctx, 5*time.Minute); err != nil {
 		return nil, err
 	}
 	return q, nil
@@ -325,14 +326,14 @@ func (e *experiment) oneShot(ctx context.Context, name, bin string, args ...stri
 		return "", err
 	}
 	select {
-	case <-q.done:
+	case <-q.Done():
 	case <-ctx.Done():
-		_ = q.stop(30 * time.Second)
+		_ = q.Stop(30 * time.Second)
 		return "", fmt.Errorf("%s: %w", name, ctx.Err())
 	}
-	b, _ := os.ReadFile(q.logPath)
-	if q.err != nil {
-		return string(b), fmt.Errorf("%s failed (%v); last lines of %s:\n%s", name, q.err, q.logPath, tail(q.logPath, 20))
+	b, _ := os.ReadFile(q.LogPath)
+	if _, err := q.Exited(); err != nil {
+		return string(b), fmt.Errorf("%s failed (%v); last lines of %s:\n%s", name, err, q.LogPath, q.Tail(20))
 	}
 	return string(b), nil
 }
@@ -340,7 +341,7 @@ func (e *experiment) oneShot(ctx context.Context, name, bin string, args ...stri
 func (e *experiment) stopAll() error {
 	var errs []error
 	for i := len(e.procs) - 1; i >= 0; i-- {
-		if err := e.procs[i].stop(60 * time.Second); err != nil {
+		if err := e.procs[i].Stop(60 * time.Second); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -349,20 +350,20 @@ func (e *experiment) stopAll() error {
 }
 
 // stopProc stops one daemon and forgets it.
-func (e *experiment) stopProc(q *proc, grace time.Duration) error {
+func (e *experiment) stopProc(q *proc.Proc, grace time.Duration) error {
 	for i, p := range e.procs {
 		if p == q {
 			e.procs = append(e.procs[:i], e.procs[i+1:]...)
 			break
 		}
 	}
-	return q.stop(grace)
+	return q.Stop(grace)
 }
 
 // services starts the broker and the scripted server (the user simulator in every stage, the
 // demonstrator, and with policy=scripted the policy).
 func (e *experiment) services(ctx context.Context) error {
-	ba, err := freeAddr()
+	ba, err := proc.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -370,7 +371,7 @@ func (e *experiment) services(ctx context.Context) error {
 		return err
 	}
 	e.brokers = "kafka.brokers=[" + ba + "]"
-	if e.llmAddr, err = freeAddr(); err != nil {
+	if e.llmAddr, err = proc.FreeAddr(); err != nil {
 		return err
 	}
 	_, err = e.daemon(ctx, "scripted-llm", "tau2-scripted-llm", "addr="+e.llmAddr,
@@ -383,16 +384,16 @@ func (e *experiment) services(ctx context.Context) error {
 // archiver read only the trajectories of their own stage.
 const demoTopic = "tau2.demonstrations"
 
-func (e *experiment) archiver(ctx context.Context, name, datasetDir string, extra ...string) (*proc, error) {
+func (e *experiment) archiver(ctx context.Context, name, datasetDir string, extra ...string) (*proc.Proc, error) {
 	return e.daemon(ctx, name, "tau2-archiver", append([]string{e.brokers, "dataset_dir=" + datasetDir, "roll.max_age=2s",
 		"group=" + name}, extra...)...)
 }
 
 // drainArchiver waits until the archiver's rows stop growing, then stops it.
-func (e *experiment) drainArchiver(ctx context.Context, q *proc) error {
+func (e *experiment) drainArchiver(ctx context.Context, q *proc.Proc) error {
 	last, stable := -1.0, 0
 	for end := time.Now().Add(2 * time.Minute); time.Now().Before(end) && ctx.Err() == nil && stable < 3; time.Sleep(time.Second) {
-		ar, err := scrape(q.metrics)
+		ar, err := q.Scrape()
 		if err != nil {
 			continue
 		}
@@ -504,7 +505,7 @@ func (e *experiment) policyServer(ctx context.Context) error {
 		e.printf("   policy: the scripted server stands in for the sampler (the served policy will not change)")
 		return nil
 	}
-	addr, err := freeAddr()
+	addr, err := proc.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -517,8 +518,8 @@ func (e *experiment) policyServer(ctx context.Context) error {
 	// SGLang's /health answers 200 once the model is loaded.
 	client := &http.Client{Timeout: 2 * time.Second}
 	for end := time.Now().Add(10 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
-		if ok, err := q.exited(); ok {
-			return fmt.Errorf("tau2-sampler exited (%v); last lines of %s:\n%s", err, q.logPath, tail(q.logPath, 20))
+		if ok, err := q.Exited(); ok {
+			return fmt.Errorf("tau2-sampler exited (%v); last lines of %s:\n%s", err, q.LogPath, q.Tail(20))
 		}
 		if resp, err := client.Get("http://" + addr + "/health"); err == nil {
 			resp.Body.Close()
@@ -527,7 +528,7 @@ func (e *experiment) policyServer(ctx context.Context) error {
 			}
 		}
 		if time.Now().After(end) || ctx.Err() != nil {
-			return fmt.Errorf("tau2-sampler not healthy; last lines of %s:\n%s", q.logPath, tail(q.logPath, 20))
+			return fmt.Errorf("tau2-sampler not healthy; last lines of %s:\n%s", q.LogPath, q.Tail(20))
 		}
 	}
 	e.policyAddr = addr
@@ -601,14 +602,14 @@ func (e *experiment) grpo(ctx context.Context) error {
 			return ctx.Err()
 		case <-time.After(2 * time.Second):
 		}
-		for _, q := range []*proc{arch, tr, prod} {
-			if ok, err := q.exited(); ok && q != tr {
-				return fmt.Errorf("%s exited (%v); last lines of %s:\n%s", q.name, err, q.logPath, tail(q.logPath, 20))
+		for _, q := range []*proc.Proc{arch, tr, prod} {
+			if ok, err := q.Exited(); ok && q != tr {
+				return fmt.Errorf("%s exited (%v); last lines of %s:\n%s", q.Name, err, q.LogPath, q.Tail(20))
 			}
 		}
-		if ok, err := tr.exited(); ok { // max_steps reached: the trainer stops on its own
+		if ok, err := tr.Exited(); ok { // max_steps reached: the trainer stops on its own
 			if err != nil {
-				return fmt.Errorf("trainer: %v; last lines of %s:\n%s", err, tr.logPath, tail(tr.logPath, 20))
+				return fmt.Errorf("trainer: %v; last lines of %s:\n%s", err, tr.LogPath, tr.Tail(20))
 			}
 			break
 		}
@@ -618,7 +619,7 @@ func (e *experiment) grpo(ctx context.Context) error {
 				e.cfg.GRPOTime, len(recs), e.cfg.GRPOSteps, len(recs))
 			break
 		}
-		pr, _ := scrape(prod.metrics)
+		pr, _ := prod.Scrape()
 		line := fmt.Sprintf("   episodes %4.0f | trainer step %d/%d", pr["tau2rl_producer_episodes_finished_total"], len(recs), e.cfg.GRPOSteps)
 		if len(recs) > 0 {
 			m := recs[len(recs)-1].Metrics

@@ -10,10 +10,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"tau2rl/cmd/internal/clitest"
+	"tau2rl/lib/proc"
 )
 
 // TestPipelineEndToEnd is `make run` on the mock domain: the real binaries, each its own
@@ -28,7 +28,7 @@ func TestPipelineEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := buildBinaries(t, root)
+	bin := buildBinaries(t)
 	runDir := t.TempDir()
 	cmd := exec.Command(filepath.Join(bin, "tau2-run"), "bin="+bin, "dir="+runDir,
 		"domain=mock", "split=base", "steps=1", "timeout=3m")
@@ -89,7 +89,7 @@ func TestExperimentCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := buildBinaries(t, root)
+	bin := buildBinaries(t)
 	runDir := t.TempDir()
 	cmd := exec.Command(filepath.Join(bin, "tau2-run"), "experiment", "bin="+bin, "dir="+runDir,
 		"policy=scripted", "backend=cpu", "domain=mock", "split=base", "model_config=deploy/models/qwen3-tiny/config.json",
@@ -139,38 +139,27 @@ func TestExperimentCPU(t *testing.T) {
 	}
 }
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
+// bins builds the binaries the tests run, once per test process (lib/proc, as deploy/deploytest).
+var bins *proc.Binaries
 
-// buildBinaries builds every binary both tests run, once per test process.
-func buildBinaries(t *testing.T, root string) string {
+// buildBinaries builds every binary both tests run and returns their directory.
+func buildBinaries(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		if binDir, buildErr = os.MkdirTemp("", "tau2-run-test-bin-"); buildErr != nil {
-			return
-		}
-		build := exec.Command("go", "build", "-o", binDir+"/",
-			"./cmd/tau2-broker", "./cmd/tau2-scripted-llm", "./cmd/tau2-archiver", "./cmd/tau2-trainer",
-			"./cmd/tau2-producer", "./cmd/tau2-eval", "./cmd/tau2-run")
-		build.Dir = root
-		if out, err := build.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if err := bins.Build("tau2-broker", "tau2-scripted-llm", "tau2-archiver", "tau2-trainer",
+		"tau2-producer", "tau2-eval", "tau2-run"); err != nil {
+		t.Fatal(err)
 	}
-	return binDir
+	return bins.Dir
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
+	var err error
+	if bins, err = proc.TempBinaries(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
+	code := m.Run()
+	bins.Remove()
 	os.Exit(code)
 }
 

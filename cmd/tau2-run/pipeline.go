@@ -7,16 +7,25 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"tau2rl/lib/proc"
 )
+
+// start launches bin with args, its output in dir/name.log; metricsAddr "" passes no
+// --metrics-addr (one-shot commands keep their own default, off).
+func start(dir, bin, name, metricsAddr string, args ...string) (*proc.Proc, error) {
+	return proc.Start(&proc.Spec{Name: name, Bin: bin, Args: args, LogDir: dir,
+		MetricsAddr: metricsAddr, NoMetricsAddr: metricsAddr == ""})
+}
 
 // pipeline holds the running processes of one run.
 type pipeline struct {
 	cfg   Config
 	dir   string
 	bin   func(string) string
-	procs []*proc // in start order; stopped in reverse, producer first
+	procs []*proc.Proc // in start order; stopped in reverse, producer first
 
-	broker, llm, archiver, trainer, producer *proc
+	broker, llm, archiver, trainer, producer *proc.Proc
 	brokerAddr, llmAddr                      string
 	dataset, checkpoints                     string
 }
@@ -44,12 +53,12 @@ func runPipeline(ctx context.Context, cfg Config, dir string) (err error) {
 	// Graceful stop: the producer first (it finishes or hands back its
 	// episodes), then the archiver once it has caught up, then the rest.
 	fmt.Println("tau2-run: target reached; stopping the producer (SIGTERM) and letting the archiver catch up")
-	if err := p.producer.stop(90 * time.Second); err != nil {
+	if err := p.producer.Stop(90 * time.Second); err != nil {
 		return err
 	}
 	p.waitArchived(ctx, 30*time.Second)
-	for _, q := range []*proc{p.trainer, p.archiver} {
-		if err := q.stop(60 * time.Second); err != nil {
+	for _, q := range []*proc.Proc{p.trainer, p.archiver} {
+		if err := q.Stop(60 * time.Second); err != nil {
 			return err
 		}
 	}
@@ -60,7 +69,7 @@ func runPipeline(ctx context.Context, cfg Config, dir string) (err error) {
 func (p *pipeline) startAll(ctx context.Context) error {
 	var err error
 	addr := func() string {
-		a, e := freeAddr()
+		a, e := proc.FreeAddr()
 		if e != nil && err == nil {
 			err = e
 		}
@@ -75,7 +84,7 @@ func (p *pipeline) startAll(ctx context.Context) error {
 	c := p.cfg
 	steps := []struct {
 		name, bin, metrics string
-		slot               **proc
+		slot               **proc.Proc
 		args               []string
 	}{
 		{"broker", "tau2-broker", m[0], &p.broker, []string{
@@ -101,7 +110,7 @@ func (p *pipeline) startAll(ctx context.Context) error {
 		}
 		*s.slot = q
 		p.procs = append(p.procs, q)
-		if err := q.waitHealthy(ctx, 60*time.Second); err != nil {
+		if err := q.WaitHealthy(ctx, 60*time.Second); err != nil {
 			return err
 		}
 		fmt.Printf("tau2-run: %-13s up (metrics http://%s/metrics)\n", s.name, s.metrics)
@@ -125,13 +134,13 @@ func (p *pipeline) watch(ctx context.Context, started time.Time) error {
 		case <-tick.C:
 		}
 		for _, q := range p.procs {
-			if ok, err := q.exited(); ok {
-				return fmt.Errorf("%s exited unexpectedly (%v); last lines of %s:\n%s", q.name, err, q.logPath, tail(q.logPath, 20))
+			if ok, err := q.Exited(); ok {
+				return fmt.Errorf("%s exited unexpectedly (%v); last lines of %s:\n%s", q.Name, err, q.LogPath, q.Tail(20))
 			}
 		}
-		pr, _ := scrape(p.producer.metrics)
-		ar, _ := scrape(p.archiver.metrics)
-		tr, _ := scrape(p.trainer.metrics)
+		pr, _ := p.producer.Scrape()
+		ar, _ := p.archiver.Scrape()
+		tr, _ := p.trainer.Scrape()
 		episodes := pr["tau2rl_producer_episodes_finished_total"]
 		rewardSum, rewardN := pr["tau2rl_producer_reward_sum"], pr["tau2rl_producer_reward_count"]
 		mean := 0.0
@@ -159,7 +168,7 @@ func (p *pipeline) waitArchived(ctx context.Context, limit time.Duration) {
 	end := time.Now().Add(limit)
 	last, stable := -1.0, 0
 	for time.Now().Before(end) && ctx.Err() == nil {
-		ar, err := scrape(p.archiver.metrics)
+		ar, err := p.archiver.Scrape()
 		if err == nil {
 			rows := ar["tau2rl_archiver_rows_written_total"] + ar["tau2rl_archiver_duplicates_total"]
 			if rows == last {
@@ -180,7 +189,7 @@ func (p *pipeline) waitArchived(ctx context.Context, limit time.Duration) {
 func (p *pipeline) stopAll() error {
 	var errs []error
 	for i := len(p.procs) - 1; i >= 0; i-- {
-		if err := p.procs[i].stop(60 * time.Second); err != nil {
+		if err := p.procs[i].Stop(60 * time.Second); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -191,7 +200,7 @@ func (p *pipeline) stopAll() error {
 func (p *pipeline) logHint() string {
 	var names []string
 	for _, q := range p.procs {
-		names = append(names, q.logPath)
+		names = append(names, q.LogPath)
 	}
 	return strings.Join(names, " ")
 }

@@ -19,7 +19,7 @@ import (
 func (p *pipeline) summary(ctx context.Context, elapsed time.Duration) error {
 	ds, err := dataset.Open(p.dataset)
 	if err != nil {
-		return fmt.Errorf("summary: %w (archiver log: %s)", err, p.archiver.logPath)
+		return fmt.Errorf("summary: %w (archiver log: %s)", err, p.archiver.LogPath)
 	}
 	type agg struct {
 		n, rewardSum, tokens float64

@@ -15,7 +15,6 @@ import (
 	"tau2rl/gpu/collective"
 	"tau2rl/gpu/cuda"
 	"tau2rl/lib/inference/llm"
-	"tau2rl/lib/stream/embedded"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/lib/tau2/data"
 	"tau2rl/trainer/admission"
@@ -52,7 +51,7 @@ shipped τ² practice is:
 Examples:
   tau2-trainer --config deploy/trainer.yaml
   tau2-trainer model.path=/models/Qwen3-1.7B backend=cuda actor.optimizer.lr=1e-5 batch_size=16
-  tau2-trainer kafka.embedded=true admission.enabled=false max_steps=3   # local smoke run
+  tau2-trainer admission.enabled=false max_steps=3   # local smoke run beside tau2-broker (127.0.0.1:9092)
 
 Supervised fine-tuning from an archived dataset or a release: tau2-trainer sft --help`
 
@@ -248,12 +247,6 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
 	if err := cfg.Validate(); err != nil {
 		return cli.Usage(err)
 	}
-	stopBroker, err := embedded.ForConfig(ctx, &cfg.Kafka)
-	if err != nil {
-		return err
-	}
-	defer stopBroker()
-
 	be, resume, err := openBackend(cfg, rt)
 	if err != nil {
 		return err

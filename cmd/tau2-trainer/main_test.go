@@ -110,7 +110,7 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"backend=tpu", "admission.enabled=false", "kafka.embedded=true", "kafka.brokers=[127.0.0.1:0]"}, "want cpu or cuda"},
+		{[]string{"backend=tpu", "admission.enabled=false"}, "want cpu or cuda"},
 		{[]string{"batch_size=0"}, "batch_size"},
 		{[]string{"no_such_key=1"}, "no_such_key"},
 		{[]string{"parallel.devices=[0,1]", "admission.enabled=false"}, "parallel.devices is for backend cuda"},
@@ -134,17 +134,13 @@ func TestConfigFiles(t *testing.T) {
 // and publishes two groups of four synthetic trajectories (tasks "0" and "1"): one step's batch.
 func brokerWithTwoGroups(t *testing.T, ctx context.Context, partitions int) *embedded.Broker {
 	t.Helper()
-	b, err := embedded.Start(embedded.Config{Partitions: partitions})
+	kcfg := tkafka.DefaultConfig()
+	kcfg.Partitions = partitions
+	b, err := embedded.ForPipeline(ctx, embedded.Config{}, &kcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	kcfg := tkafka.DefaultConfig()
-	kcfg.Brokers = []string{b.Addr()}
-	kcfg.Partitions = partitions
-	if err := tkafka.EnsureTopics(ctx, kcfg); err != nil {
-		t.Fatal(err)
-	}
 	w, err := tkafka.NewWriter(kcfg, kcfg.Topics.Trajectories, nil)
 	if err != nil {
 		t.Fatal(err)

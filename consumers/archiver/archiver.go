@@ -11,6 +11,7 @@ import (
 	"sort"
 	"time"
 
+	"tau2rl/lib/logs"
 	"tau2rl/lib/stream"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
@@ -44,7 +45,7 @@ type Deps struct {
 	// MaxMessageBytes larger messages are dead-lettered without decoding;
 	// default kafka.DefaultMaxMessageBytes.
 	MaxMessageBytes int
-	// Metrics and Log; defaults are unregistered metrics and slog.Default().
+	// Metrics and Log; defaults are unregistered metrics and a logger that discards (lib/logs).
 	Metrics *Metrics
 	Log     *slog.Logger
 	// Now is the clock; default time.Now.
@@ -126,9 +127,7 @@ func Open(ctx context.Context, cfg Config, d Deps) (*Archiver, error) {
 	if d.Metrics == nil {
 		d.Metrics, _ = NewMetrics(nil) // unregistered: cannot fail
 	}
-	if d.Log == nil {
-		d.Log = slog.Default()
-	}
+	d.Log = logs.OrDiscard(d.Log)
 	if d.Now == nil {
 		d.Now = time.Now
 	}

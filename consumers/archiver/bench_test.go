@@ -8,8 +8,9 @@ import (
 	"syscall"
 	"testing"
 
-	dto "github.com/prometheus/client_model/go"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"tau2rl/consumers/archiver"
 	tkafka "tau2rl/lib/stream/kafka"
@@ -69,7 +70,7 @@ func benchEndToEnd(b *testing.B, prepublish bool, tokens string) {
 	}
 	var bytesOut atomic.Int64
 	produce := func() error {
-		st, err := synthetic.RunSource(ctx, src, w, nil)
+		st, err := synthetic.RunSource(ctx, src, w, nil, nil)
 		bytesOut.Store(st.Bytes)
 		return err
 	}

@@ -232,9 +232,6 @@ func (d *Dataset) Scan(ctx context.Context, filter Filter, fn func(*schemas.Traj
 	return st, nil
 }
 
-// ErrCorruptFile wraps failures of the Parquet library on malformed files.
-var ErrCorruptFile = errors.New("corrupt parquet file")
-
 // errStop distinguishes the callback's error from read errors.
 type errStop struct{ err error }
 

@@ -32,6 +32,7 @@ import (
 
 	"tau2rl/consumers/dataset"
 	"tau2rl/lib/durable"
+	"tau2rl/lib/logs"
 	"tau2rl/schemas"
 )
 
@@ -164,14 +165,12 @@ type FileManifest struct {
 	KafkaOffsets []schemas.OffsetRange `json:"kafka_offsets,omitempty"`
 }
 
-// Cut writes the release described by cfg and returns its manifest.
+// Cut writes the release described by cfg and returns its manifest; log may be nil (discards).
 func Cut(ctx context.Context, cfg Config, log *slog.Logger) (*Manifest, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if log == nil {
-		log = slog.Default()
-	}
+	log = logs.OrDiscard(log)
 	if cfg.Name == "" {
 		cfg.Name = filepath.Base(filepath.Clean(cfg.Out))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"tau2rl/consumers/dataset"
+	"tau2rl/lib/logs"
 	"tau2rl/lib/metrics"
 	"tau2rl/schemas"
 )
@@ -108,15 +109,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // errLimit ends the scan once Limit trajectories went out.
 var errLimit = errors.New("replay limit reached")
 
-// Run replays the dataset into pub and flushes it. It returns what it did even on error.
+// Run replays the dataset into pub and flushes it; log may be nil (discards). It returns what
+// it did even on error.
 func Run(ctx context.Context, cfg Config, pub Publisher, m *Metrics, log *slog.Logger) (Stats, error) {
 	var st Stats
 	if err := cfg.Validate(); err != nil {
 		return st, err
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log = logs.OrDiscard(log)
 	ds, err := dataset.Open(cfg.Dataset)
 	if err != nil {
 		return st, fmt.Errorf("replay: %w", err)

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"tau2rl/lib/proc"
 )
 
 // Every binary a unit, a config or a shutdown test refers to.
@@ -14,24 +16,19 @@ var allBinaries = []string{
 }
 
 var (
-	root string    // module root
-	bins *Binaries // built once per `go test` process
+	root string         // module root
+	bins *proc.Binaries // built once per `go test` process
 )
 
 func TestMain(m *testing.M) {
 	var err error
-	if root, err = ModuleRoot(); err != nil {
+	if bins, err = proc.TempBinaries(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	dir, err := os.MkdirTemp("", "deploytest-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bins = NewBinaries(root, dir)
+	root = bins.Root
 	code := m.Run()
-	os.RemoveAll(dir)
+	bins.Remove()
 	os.Exit(code)
 }
 

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"tau2rl/lib/proc"
 )
 
 // notifySocket plays systemd's side of sd_notify: a unixgram socket that
@@ -65,11 +67,11 @@ func TestSystemdNotify(t *testing.T) {
 	dataDir, env := shutdownEnv(t)
 	needBinaries(t, "tau2-broker", "tau2-scripted-llm", "tau2-producer", "tau2-archiver", "tau2-trainer")
 	dir := t.TempDir()
-	brokerAddr, err := FreeAddr()
+	brokerAddr, err := proc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	llmAddr, err := FreeAddr()
+	llmAddr, err := proc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,12 +88,12 @@ func TestSystemdNotify(t *testing.T) {
 		{"trainer", "tau2-trainer", append(kafkaArgs(brokerAddr), "checkpoint.dir="+filepath.Join(dir, "checkpoints"),
 			"model.config="+repoPath("deploy/models/qwen3-tiny/config.json"), "admission.enabled=false", "data_dir="+dataDir)},
 	}
-	var procs []*Proc
+	var procs []*proc.Proc
 	var sockets []*notifySocket
 	for _, r := range roles {
 		sock := filepath.Join(dir, r.name+".notify")
 		ns := listenNotify(t, sock)
-		p := startHealthy(t, &Spec{Name: r.name, Bin: bins.Path(r.bin), Dir: dir, Args: r.args,
+		p := startHealthy(t, &proc.Spec{Name: r.name, Bin: bins.Path(r.bin), Dir: dir, Args: r.args,
 			Env: append([]string{"NOTIFY_SOCKET=" + sock, "WATCHDOG_USEC=" + fmtUsec(watchdog)}, env...)})
 		procs = append(procs, p)
 		sockets = append(sockets, ns)

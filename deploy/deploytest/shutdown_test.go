@@ -17,9 +17,11 @@ import (
 
 	"tau2rl/consumers/dataset"
 	"tau2rl/lib/inference/tokenizer"
+	"tau2rl/lib/proc"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/episode"
+	"tau2rl/lib/tau2/tau2test"
 	"tau2rl/schemas"
 	"tau2rl/trainer/kafkaio"
 )
@@ -38,10 +40,7 @@ func shutdownEnv(t *testing.T) (dataDir string, env []string) {
 	if testing.Short() {
 		t.Skip("starts the real binaries and sends them SIGTERM: skipped with -short")
 	}
-	dataDir, err := data.Dir("")
-	if err != nil {
-		t.Skipf("τ² data not found (set %s or put it at ../shared/tau2-data): %v", data.EnvVar, err)
-	}
+	dataDir = tau2test.DataDir(t)
 	tok, err := tokenizer.LocateQwen3()
 	if err != nil {
 		t.Skipf("Qwen3 tokenizer not found (set %s or put it at ../shared/qwen3-tokenizer): %v", tokenizer.EnvDir, err)
@@ -51,9 +50,9 @@ func shutdownEnv(t *testing.T) (dataDir string, env []string) {
 
 // startHealthy starts s and waits for /healthz, stopping it at the end of the
 // test if it still runs.
-func startHealthy(t *testing.T, s *Spec) *Proc {
+func startHealthy(t *testing.T, s *proc.Spec) *proc.Proc {
 	t.Helper()
-	p, err := Start(s)
+	p, err := proc.Start(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,13 +64,48 @@ func startHealthy(t *testing.T, s *Spec) *Proc {
 }
 
 // stopClean sends SIGTERM and requires exit status 0 within grace.
-func stopClean(t *testing.T, p *Proc, grace time.Duration) {
+func stopClean(t *testing.T, p *proc.Proc, grace time.Duration) {
 	t.Helper()
 	start := time.Now()
 	if err := p.Stop(grace); err != nil {
 		t.Fatalf("SIGTERM: %v", err)
 	}
 	t.Logf("%s exited 0 %.1fs after SIGTERM", p.Name, time.Since(start).Seconds())
+}
+
+// metric scrapes p and returns one family's sum over its series (0 before it has any).
+func metric(p *proc.Proc, name string) (float64, error) {
+	s, err := p.Scrape()
+	return s[name], err
+}
+
+// metricWhere scrapes p and sums the series of one family whose label has value.
+func metricWhere(p *proc.Proc, name, label, value string) (float64, error) {
+	s, err := p.ScrapeWhere(label, value)
+	return s[name], err
+}
+
+// waitFor polls cond every 100ms until it holds, fails, or timeout passes;
+// what names the condition in the error.
+func waitFor(timeout time.Duration, what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		ok, err := cond()
+		if ok && err == nil {
+			return nil
+		}
+		if err != nil {
+			last = err
+		}
+		if time.Now().After(deadline) {
+			if last != nil {
+				return fmt.Errorf("%s: not reached after %s (last error: %w)", what, timeout, last)
+			}
+			return fmt.Errorf("%s: not reached after %s", what, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // kafkaArgs point a role at the test broker, with a short consumer-group
@@ -221,26 +255,26 @@ func TestGracefulShutdownPipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	brokerAddr, err := FreeAddr()
+	brokerAddr, err := proc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	llmAddr, err := FreeAddr()
+	llmAddr, err := proc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	broker := startHealthy(t, &Spec{Name: "broker", Bin: bins.Path("tau2-broker"), Dir: dir, Env: env,
+	broker := startHealthy(t, &proc.Spec{Name: "broker", Bin: bins.Path("tau2-broker"), Dir: dir, Env: env,
 		Args: []string{"addr=" + brokerAddr, "data_dir=" + filepath.Join(dir, "kafka"), "partitions=4"}})
 	// 100 ms per LLM call: an episode takes a second or two, so a SIGTERM
 	// finds episodes running, some of which finish within the grace and some not.
-	startHealthy(t, &Spec{Name: "scripted-llm", Bin: bins.Path("tau2-scripted-llm"), Dir: dir, Env: env,
+	startHealthy(t, &proc.Spec{Name: "scripted-llm", Bin: bins.Path("tau2-scripted-llm"), Dir: dir, Env: env,
 		Args: []string{"addr=" + llmAddr, "domain=" + testDomain, "latency=100ms", "agent_error_rate=0.3"}})
-	archiverSpec := &Spec{Name: "archiver", Bin: bins.Path("tau2-archiver"), Dir: dir, Env: env,
+	archiverSpec := &proc.Spec{Name: "archiver", Bin: bins.Path("tau2-archiver"), Dir: dir, Env: env,
 		Args: append(kafkaArgs(brokerAddr), "dataset_dir="+filepath.Join(dir, "dataset"), "roll.max_age=1s")}
 	// The first producer has no shutdown grace: its running groups are
 	// handed back at SIGTERM. The second one may finish them (30s grace).
-	producerSpec := func(grace string) *Spec {
-		return &Spec{Name: "producer", Bin: bins.Path("tau2-producer"), Dir: dir, Env: env,
+	producerSpec := func(grace string) *proc.Spec {
+		return &proc.Spec{Name: "producer", Bin: bins.Path("tau2-producer"), Dir: dir, Env: env,
 			Args: append(kafkaArgs(brokerAddr), "policy.endpoints=[http://"+llmAddr+"]", "user_llm_base_url=http://"+llmAddr+"/v1",
 				"econfig.domain="+testDomain, "concurrency=6", "shutdown_grace="+grace)}
 	}
@@ -279,12 +313,12 @@ func TestGracefulShutdownPipeline(t *testing.T) {
 			producer = startHealthy(t, producerSpec(grace))
 		}
 		before := strings.Count(readFile(t, logPath), "shutdown grace expired")
-		err = WaitFor(2*time.Minute, "producer publishing with episodes in flight", func() (bool, error) {
-			published, err := producer.MetricWhere("tau2rl_producer_requests_total", "outcome", "published")
+		err = waitFor(2*time.Minute, "producer publishing with episodes in flight", func() (bool, error) {
+			published, err := metricWhere(producer, "tau2rl_producer_requests_total", "outcome", "published")
 			if err != nil {
 				return false, err
 			}
-			inFlight, err := producer.Metric("tau2rl_producer_episodes_in_flight")
+			inFlight, err := metric(producer, "tau2rl_producer_episodes_in_flight")
 			return published >= 1 && inFlight > 0, err
 		})
 		if err != nil {
@@ -303,8 +337,8 @@ func TestGracefulShutdownPipeline(t *testing.T) {
 
 	// SIGTERM the archiver after it has finalized a file, while the
 	// producer keeps publishing.
-	err = WaitFor(2*time.Minute, "archiver finalized a file", func() (bool, error) {
-		files, err := archiver.Metric("tau2rl_archiver_files_written_total")
+	err = waitFor(2*time.Minute, "archiver finalized a file", func() (bool, error) {
+		files, err := metric(archiver, "tau2rl_archiver_files_written_total")
 		return files >= 1, err
 	})
 	if err != nil {
@@ -315,7 +349,7 @@ func TestGracefulShutdownPipeline(t *testing.T) {
 
 	// Done when every request is committed by the producers and every
 	// trajectory message by the archiver.
-	err = WaitFor(3*time.Minute, "all requests run and all trajectories archived", func() (bool, error) {
+	err = waitFor(3*time.Minute, "all requests run and all trajectories archived", func() (bool, error) {
 		reqDone, _, err := groupDone(ctx, brokerAddr, "producers", kc.Topics.RolloutRequests)
 		if err != nil || !reqDone {
 			return false, err
@@ -377,25 +411,25 @@ func TestTrainerGracefulShutdown(t *testing.T) {
 	dataDir, env := shutdownEnv(t)
 	needBinaries(t, "tau2-broker", "tau2-scripted-llm", "tau2-producer", "tau2-trainer")
 	dir := t.TempDir()
-	brokerAddr, err := FreeAddr()
+	brokerAddr, err := proc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	llmAddr, err := FreeAddr()
+	llmAddr, err := proc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	broker := startHealthy(t, &Spec{Name: "broker", Bin: bins.Path("tau2-broker"), Dir: dir, Env: env,
+	broker := startHealthy(t, &proc.Spec{Name: "broker", Bin: bins.Path("tau2-broker"), Dir: dir, Env: env,
 		Args: []string{"addr=" + brokerAddr, "data_dir=" + filepath.Join(dir, "kafka"), "partitions=4"}})
-	startHealthy(t, &Spec{Name: "scripted-llm", Bin: bins.Path("tau2-scripted-llm"), Dir: dir, Env: env,
+	startHealthy(t, &proc.Spec{Name: "scripted-llm", Bin: bins.Path("tau2-scripted-llm"), Dir: dir, Env: env,
 		Args: []string{"addr=" + llmAddr, "domain=" + testDomain, "agent_error_rate=0.5"}})
-	producer := startHealthy(t, &Spec{Name: "producer", Bin: bins.Path("tau2-producer"), Dir: dir, Env: env,
+	producer := startHealthy(t, &proc.Spec{Name: "producer", Bin: bins.Path("tau2-producer"), Dir: dir, Env: env,
 		Args: append(kafkaArgs(brokerAddr), "policy.endpoints=[http://"+llmAddr+"]", "user_llm_base_url=http://"+llmAddr+"/v1",
 			"econfig.domain="+testDomain, "concurrency=16")})
 	ckpt := filepath.Join(dir, "checkpoints")
 	// checkpoint.every is larger than the run, so the only checkpoints are
 	// the ones SIGTERM causes.
-	trainerSpec := &Spec{Name: "trainer", Bin: bins.Path("tau2-trainer"), Dir: dir, Env: env,
+	trainerSpec := &proc.Spec{Name: "trainer", Bin: bins.Path("tau2-trainer"), Dir: dir, Env: env,
 		Args: append(kafkaArgs(brokerAddr), "checkpoint.dir="+ckpt, "checkpoint.every=1000",
 			"batch_size=1", "group.group_size=2", "actor.advantage.drop_equal_rewards=false",
 			"model.config="+repoPath("deploy/models/qwen3-tiny/config.json"), "data_dir="+dataDir,
@@ -403,8 +437,8 @@ func TestTrainerGracefulShutdown(t *testing.T) {
 			"reload.backend=sglang", "reload.endpoints=[{base_url: http://"+llmAddr+"}]")}
 	trainer := startHealthy(t, trainerSpec)
 
-	err = WaitFor(4*time.Minute, "two training steps", func() (bool, error) {
-		steps, err := trainer.Metric("tau2rl_trainer_steps_total")
+	err = waitFor(4*time.Minute, "two training steps", func() (bool, error) {
+		steps, err := metric(trainer, "tau2rl_trainer_steps_total")
 		return steps >= 2, err
 	})
 	if err != nil {
@@ -436,14 +470,14 @@ func TestTrainerGracefulShutdown(t *testing.T) {
 	}
 
 	trainer = startHealthy(t, trainerSpec)
-	if v, err := trainer.Metric("tau2rl_trainer_policy_version"); err != nil || v != float64(first.Version) {
+	if v, err := metric(trainer, "tau2rl_trainer_policy_version"); err != nil || v != float64(first.Version) {
 		t.Errorf("after restart the policy version is %v (%v), want the checkpoint's %d", v, err, first.Version)
 	}
 	if log := readFile(t, filepath.Join(dir, "trainer.log")); !regexp.MustCompile(`msg=resuming .*version=` + strconv.FormatInt(first.Version, 10) + `\b`).MatchString(log) {
 		t.Errorf("the restarted trainer did not log resuming from version %d:\n%s", first.Version, trainer.Tail(10))
 	}
-	err = WaitFor(4*time.Minute, "a step after the restart", func() (bool, error) {
-		steps, err := trainer.Metric("tau2rl_trainer_steps_total")
+	err = waitFor(4*time.Minute, "a step after the restart", func() (bool, error) {
+		steps, err := metric(trainer, "tau2rl_trainer_steps_total")
 		return steps >= 1, err
 	})
 	if err != nil {

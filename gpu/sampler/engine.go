@@ -35,7 +35,6 @@ package sampler
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -48,6 +47,7 @@ import (
 	"tau2rl/gpu/sampler/kvcache"
 	"tau2rl/gpu/sampler/radix"
 	"tau2rl/lib/inference/tokenizer"
+	"tau2rl/lib/logs"
 )
 
 // Config are the engine's scheduling limits.
@@ -180,7 +180,7 @@ type Stats struct {
 }
 
 // New builds an engine over dec. tok (optional) detokenizes for stop strings; met (optional)
-// receives the metrics.
+// receives the metrics; log may be nil (discards).
 func New(dec gpu.Decoder, cfg Config, tok *tokenizer.Tokenizer, met *Metrics, log *slog.Logger) (*Engine, error) {
 	mc := dec.Config()
 	kv := dec.KVSpec()
@@ -191,9 +191,7 @@ func New(dec gpu.Decoder, cfg Config, tok *tokenizer.Tokenizer, met *Metrics, lo
 	if cfg.ContextLength <= 1 {
 		return nil, fmt.Errorf("sampler: context length %d is too short", cfg.ContextLength)
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log = logs.OrDiscard(log)
 	limit := cfg.SampleVocabLimit
 	switch {
 	case limit < 0:
@@ -238,9 +236,6 @@ func (e *Engine) poke() {
 	default:
 	}
 }
-
-// ErrClosed is returned for requests submitted to an engine that has stopped.
-var ErrClosed = errors.New("sampler: engine stopped")
 
 // Submit queues a request and waits for it. If ctx ends first (the client went away) the
 // request is aborted, its blocks are freed, and ctx's error is returned. A request the engine

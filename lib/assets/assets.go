@@ -91,9 +91,6 @@ type Options struct {
 	Progress io.Writer
 }
 
-// ErrNotFound is wrapped by every resolution failure.
-var ErrNotFound = errors.New("asset not found")
-
 // EnvOffline and EnvCacheDir are the environment variables Options defaults read.
 const (
 	EnvOffline  = "TAU2RL_OFFLINE"
@@ -311,6 +308,3 @@ func fetchSource(ctx context.Context, client *http.Client, progress io.Writer, a
 	}
 	return nil
 }
-
-// ErrChecksum is wrapped when a downloaded file does not match its pin.
-var ErrChecksum = errors.New("checksum mismatch")

@@ -12,8 +12,8 @@ import (
 	"tau2rl/lib/inference/chattemplate"
 	"tau2rl/lib/inference/llmtest"
 	"tau2rl/lib/tau2/airline"
-	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/env"
+	"tau2rl/lib/tau2/tau2test"
 )
 
 // airlineUser is a τ² airline user with several reservations.
@@ -22,11 +22,7 @@ const airlineUser = "mia_li_3668"
 // airlineEnv is a fresh τ² airline environment (skips without the data).
 func airlineEnv(tb testing.TB) *env.Environment {
 	tb.Helper()
-	dir, err := data.Dir("")
-	if err != nil {
-		tb.Skipf("τ² data not found (set %s): %v", data.EnvVar, err)
-	}
-	e, err := airline.New(env.Options{DataDir: dir})
+	e, err := airline.New(env.Options{DataDir: tau2test.DataDir(tb)})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"tau2rl/lib/inference/chattemplate"
 	"tau2rl/lib/inference/llm"
 	"tau2rl/lib/inference/tokenizer"
+	"tau2rl/lib/logs"
 	"tau2rl/lib/uuid"
 	"tau2rl/producers/rollout"
 	"tau2rl/schemas"
@@ -39,7 +40,8 @@ type Deps struct {
 	// APIKeys are the accepted keys (nil with auth disabled).
 	APIKeys map[string]bool
 	Metrics *Metrics
-	Log     *slog.Logger
+	// Log receives the component's messages; nil discards (lib/logs).
+	Log *slog.Logger
 }
 
 // Server is the capture proxy.
@@ -82,9 +84,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if d.Metrics == nil {
 		d.Metrics, _ = NewMetrics(nil) // a nil registry registers nothing, so cannot clash
 	}
-	if d.Log == nil {
-		d.Log = slog.New(slog.DiscardHandler)
-	}
+	d.Log = logs.OrDiscard(d.Log)
 	s := &Server{cfg: cfg, d: d, m: d.Metrics, log: d.Log, tok: d.Tokenizer,
 		sem: semaphore.NewWeighted(int64(cfg.Limits.MaxConcurrentCalls)), sessions: map[string]*session{}, ended: map[string]endedSession{}}
 	s.prefixes.Max = cfg.Limits.MaxPrefixes

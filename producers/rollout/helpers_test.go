@@ -8,6 +8,7 @@ import (
 
 	"tau2rl/lib/inference/tokenizer/tokenizertest"
 	"tau2rl/lib/tau2/episode"
+	"tau2rl/lib/tau2/tau2test"
 	"tau2rl/lib/uuid"
 
 	"tau2rl/lib/inference/llm"
@@ -15,7 +16,6 @@ import (
 	"tau2rl/lib/inference/tokenizer"
 	"tau2rl/lib/stream/embedded"
 	tkafka "tau2rl/lib/stream/kafka"
-	"tau2rl/lib/tau2/data"
 	"tau2rl/producers/rollout"
 	"tau2rl/producers/scripted"
 	"tau2rl/schemas"
@@ -26,14 +26,7 @@ func qwen3(tb testing.TB) (*tokenizer.Tokenizer, string) {
 	return tokenizertest.Qwen3(tb), tokenizertest.Path(tb)
 }
 
-func needData(tb testing.TB) string {
-	tb.Helper()
-	d, err := data.Dir("")
-	if err != nil {
-		tb.Skipf("τ² data not found (set %s): %v", data.EnvVar, err)
-	}
-	return d
-}
+func needData(tb testing.TB) string { return tau2test.DataDir(tb) }
 
 // broker starts an embedded Kafka broker and returns a config for it.
 func broker(tb testing.TB) tkafka.Config {

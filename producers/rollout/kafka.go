@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"tau2rl/lib/logs"
 	"tau2rl/lib/stream"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
@@ -92,6 +93,7 @@ func (io *KafkaIO) Close() error {
 // Undecodable messages are logged and skipped: this reader only learns
 // versions, it never loses work.
 func FollowVersions(ctx context.Context, kc tkafka.Config, vs *Versions, m *Metrics, km *tkafka.Metrics, log *slog.Logger) error {
+	log = logs.OrDiscard(log)
 	kc.Reader.StartOffset = "earliest"
 	r, err := tkafka.NewTopicReader(ctx, kc, kc.Topics.PolicyVersions, km)
 	if err != nil {

@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -64,10 +63,6 @@ func (c *SelfDrivenConfig) Validate() error {
 	}
 	return nil
 }
-
-// ErrRequestsDone is returned by a finite request source once every request was handed out; the
-// service then finishes the groups in flight and returns.
-var ErrRequestsDone = errors.New("rollout: no more requests")
 
 // RequestList is a finite Source of rollout requests made in-process (self-driven mode). Its
 // messages look like the rollout-requests topic's (framed JSON with headers), so the service

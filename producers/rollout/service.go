@@ -38,6 +38,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
+	"tau2rl/lib/logs"
 	"tau2rl/lib/stream"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/lib/tau2/data"
@@ -103,7 +104,8 @@ type Deps struct {
 	Tasks    func(domain, split string) (*episode.TaskSet, error)
 	Versions *Versions
 	Metrics  *Metrics
-	Log      *slog.Logger
+	// Log receives the component's messages; nil discards (lib/logs).
+	Log *slog.Logger
 	// MaxMessageBytes is the Kafka message limit, to decide whether a group
 	// fits one message. Default kafka.DefaultMaxMessageBytes.
 	MaxMessageBytes int
@@ -155,9 +157,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 		}
 		d.Metrics = m
 	}
-	if d.Log == nil {
-		d.Log = slog.Default()
-	}
+	d.Log = logs.OrDiscard(d.Log)
 	if d.MaxMessageBytes <= 0 {
 		d.MaxMessageBytes = tkafka.DefaultMaxMessageBytes
 	}

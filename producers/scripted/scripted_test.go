@@ -10,13 +10,12 @@ import (
 	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/env"
 	"tau2rl/lib/tau2/episode"
+	"tau2rl/lib/tau2/tau2test"
 )
 
 func newScript(t *testing.T, rate float64, kinds ...string) *Script {
 	t.Helper()
-	if _, err := data.Dir(""); err != nil {
-		t.Skipf("τ² data not found: %v", err)
-	}
+	tau2test.DataDir(t)
 	cfg := DefaultConfig()
 	cfg.ErrorRate = rate
 	if kinds != nil {

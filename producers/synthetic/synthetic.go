@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"tau2rl/lib/logs"
 	"tau2rl/lib/metrics"
 	"tau2rl/schemas"
 )
@@ -262,23 +263,23 @@ func frameAhead(cfg Config, src *Source, stop <-chan struct{}) <-chan framedBatc
 // Run publishes synthetic trajectories until cfg.Total is reached or ctx
 // ends (then it returns the stats and nil). A publish error is returned: the
 // source does not retry on its own, since the writer already retried. It
-// logs through slog.Default with source=synthetic. Batches are framed one
-// ahead of the publish (frameAhead).
-func Run(ctx context.Context, cfg Config, pub Publisher, reg prometheus.Registerer) (Stats, error) {
+// logs to log with source=synthetic (nil discards, lib/logs). Batches are
+// framed one ahead of the publish (frameAhead).
+func Run(ctx context.Context, cfg Config, pub Publisher, reg prometheus.Registerer, log *slog.Logger) (Stats, error) {
 	src, err := NewSource(cfg)
 	if err != nil {
 		return Stats{}, err
 	}
-	return RunSource(ctx, src, pub, reg)
+	return RunSource(ctx, src, pub, reg, log)
 }
 
 // RunSource is Run with the pool already generated (NewSource), so that a
 // caller can pay the pool's start-up cost (256 trajectories of 30 calls by
 // default) before load starts, and a benchmark can keep it out of its
 // per-trajectory figures. src must not be used by anything else meanwhile.
-func RunSource(ctx context.Context, src *Source, pub Publisher, reg prometheus.Registerer) (Stats, error) {
+func RunSource(ctx context.Context, src *Source, pub Publisher, reg prometheus.Registerer, log *slog.Logger) (Stats, error) {
 	cfg := src.cfg
-	log := slog.Default().With("source", "synthetic")
+	log = logs.OrDiscard(log).With("source", "synthetic")
 	m, err := NewMetrics(reg)
 	if err != nil {
 		return Stats{}, err

@@ -54,7 +54,7 @@ func TestRunPublishesDecodableUniqueTrajectories(t *testing.T) {
 	cfg.Total = 23
 	pub := &memPublisher{}
 	reg := prometheus.NewRegistry()
-	st, err := synthetic.Run(context.Background(), cfg, pub, reg)
+	st, err := synthetic.Run(context.Background(), cfg, pub, reg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestRunRespectsRate(t *testing.T) {
 	cfg.Total = 25
 	pub := &memPublisher{}
 	start := time.Now()
-	if _, err := synthetic.Run(context.Background(), cfg, pub, nil); err != nil {
+	if _, err := synthetic.Run(context.Background(), cfg, pub, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	// 25 at 50/s: the last batch is due after 0.4 s at the earliest.
@@ -124,14 +124,14 @@ func TestRunStopsOnCancelAndReportsErrors(t *testing.T) {
 	cfg.Rate = 10
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	st, err := synthetic.Run(ctx, cfg, &memPublisher{}, nil)
+	st, err := synthetic.Run(ctx, cfg, &memPublisher{}, nil, nil)
 	if err != nil {
 		t.Fatalf("cancel is not an error: %v", err)
 	}
 	if st.Trajectories == 0 || st.Trajectories > 10 {
 		t.Fatalf("published %d in 0.3 s at 10/s", st.Trajectories)
 	}
-	_, err = synthetic.Run(context.Background(), smallConfig(), &memPublisher{fail: errors.New("broker down")}, nil)
+	_, err = synthetic.Run(context.Background(), smallConfig(), &memPublisher{fail: errors.New("broker down")}, nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "broker down") {
 		t.Fatalf("publish failure: %v", err)
 	}
@@ -178,7 +178,7 @@ func TestRunThroughKafka(t *testing.T) {
 	defer w.Close()
 	cfg := smallConfig()
 	cfg.Total = 40
-	if _, err := synthetic.Run(ctx, cfg, w, nil); err != nil {
+	if _, err := synthetic.Run(ctx, cfg, w, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	admin, err := tkafka.NewAdmin(kc)
@@ -203,7 +203,7 @@ func TestMetricsShareSeriesAcrossRuns(t *testing.T) {
 	cfg := smallConfig()
 	cfg.Total = 3
 	for i := 0; i < 2; i++ {
-		if _, err := synthetic.Run(context.Background(), cfg, &memPublisher{}, reg); err != nil {
+		if _, err := synthetic.Run(context.Background(), cfg, &memPublisher{}, reg, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -224,12 +224,12 @@ func TestRunSourceFramesAheadInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := &memPublisher{}
-	st, err := synthetic.RunSource(context.Background(), src, a, nil)
+	st, err := synthetic.RunSource(context.Background(), src, a, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := &memPublisher{}
-	if _, err := synthetic.Run(context.Background(), cfg, b, nil); err != nil {
+	if _, err := synthetic.Run(context.Background(), cfg, b, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if st.Trajectories != 23 || len(a.msgs) != 23 || len(b.msgs) != 23 {

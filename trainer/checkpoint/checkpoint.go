@@ -47,6 +47,7 @@ import (
 	"tau2rl/gpu"
 	"tau2rl/gpu/dp"
 	"tau2rl/lib/durable"
+	"tau2rl/lib/logs"
 	"tau2rl/trainer/offsets"
 )
 
@@ -102,12 +103,7 @@ type Manager struct {
 	warnedNoSaver bool
 }
 
-func (m *Manager) logger() *slog.Logger {
-	if m.Log == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-	return m.Log
-}
+func (m *Manager) logger() *slog.Logger { return logs.OrDiscard(m.Log) }
 
 // Path returns the directory of version v.
 func (m *Manager) Path(v int64) string { return filepath.Join(m.Dir, "v"+strconv.FormatInt(v, 10)) }

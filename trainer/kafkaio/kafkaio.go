@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"tau2rl/lib/logs"
 	"tau2rl/lib/stream"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
@@ -55,10 +56,8 @@ func (s *Source) Next(ctx context.Context) (step.Message, error) {
 	out := step.Message{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset}
 	trajs, derr := schemas.UnframeTrajectories(msg.Value, stream.HeaderMap(msg))
 	if derr != nil {
-		if s.Log != nil {
-			s.Log.Warn("dead-lettering message", "topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset,
-				"key", string(msg.Key), "err", derr)
-		}
+		logs.OrDiscard(s.Log).Warn("dead-lettering message", "topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset,
+			"key", string(msg.Key), "err", derr)
 		if err := s.dl.DeadLetter(ctx, msg, derr); err != nil {
 			return step.Message{}, fmt.Errorf("trainer source: %w", err)
 		}

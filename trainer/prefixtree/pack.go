@@ -1,7 +1,6 @@
 package prefixtree
 
 import (
-	"errors"
 	"fmt"
 )
 
@@ -43,9 +42,6 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
-
-// ErrTooLong is wrapped by Pack's error when one sequence alone exceeds max_tokens_per_mb.
-var ErrTooLong = errors.New("sequence exceeds max_tokens_per_mb")
 
 // Packing is the result of Pack: the micro-batches of one training step and its token accounting.
 type Packing struct {

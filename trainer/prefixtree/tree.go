@@ -1,14 +1,9 @@
 package prefixtree
 
 import (
-	"errors"
 	"fmt"
 	"math"
 )
-
-// ErrEmptySequence is returned when an empty sequence is inserted: a sequence with no tokens has
-// nothing to train and no leaf to stand for it.
-var ErrEmptySequence = errors.New("prefixtree: empty sequence")
 
 // Tree is a radix trie over token sequences. The zero value is an empty tree ready to use; a nil
 // *Tree reports zero sizes. Tree keeps references to the inserted slices (it never copies tokens),

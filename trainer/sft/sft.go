@@ -27,6 +27,7 @@ import (
 	"tau2rl/consumers/dataset"
 	"tau2rl/consumers/release"
 	"tau2rl/gpu"
+	"tau2rl/lib/logs"
 	"tau2rl/schemas"
 	"tau2rl/trainer/batch"
 	"tau2rl/trainer/checkpoint"
@@ -129,6 +130,7 @@ type Result struct {
 // twice, e.g. re-published after a restart, is trained once). A release is verified against its
 // manifest first.
 func Load(ctx context.Context, cfg *Config, log *slog.Logger) ([]*schemas.Trajectory, int, error) {
+	log = logs.OrDiscard(log)
 	if st, err := os.Stat(filepath.Join(cfg.Dataset, "manifest.json")); err == nil && st.Mode().IsRegular() {
 		m, err := release.ReadManifest(cfg.Dataset)
 		if err != nil {
@@ -205,9 +207,7 @@ func Run(ctx context.Context, cfg Config, be gpu.Backend, trajs []*schemas.Traje
 	if err := cfg.Validate(); err != nil {
 		return res, err
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log = logs.OrDiscard(log)
 	began := time.Now()
 	res.Trajectories = len(trajs)
 	tokens := make([]int64, len(trajs))

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"tau2rl/gpu"
+	"tau2rl/lib/logs"
 	"tau2rl/schemas"
 	"tau2rl/trainer/admission"
 	"tau2rl/trainer/checkpoint"
@@ -75,7 +76,8 @@ type Deps struct {
 	Requests  RequestPublisher
 	Admission *admission.Manager
 	Metrics   *Metrics
-	Log       *slog.Logger
+	// Log receives the component's messages; nil discards (lib/logs).
+	Log *slog.Logger
 	// Now is the clock (time.Now when nil); tests drive timeouts with it.
 	Now func() time.Time
 }
@@ -118,9 +120,7 @@ func New(cfg Config, d Deps) (*Trainer, error) {
 		}
 		d.Metrics = m
 	}
-	if d.Log == nil {
-		d.Log = slog.New(slog.DiscardHandler)
-	}
+	d.Log = logs.OrDiscard(d.Log)
 	if d.Now == nil {
 		d.Now = time.Now
 	}

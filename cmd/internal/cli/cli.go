@@ -55,9 +55,6 @@ type Runtime struct {
 	MetricsAddr string
 }
 
-// ErrUsage marks a command-line error; Main exits with status 2 for it.
-var ErrUsage = errors.New("usage error")
-
 // Main runs the binary with os.Args[1:]. See MainArgs.
 func Main(app App, cfg any, run func(ctx context.Context, rt *Runtime) error) {
 	MainArgs(app, os.Args[1:], cfg, run)

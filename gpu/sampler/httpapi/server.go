@@ -23,6 +23,7 @@ import (
 
 	"tau2rl/gpu"
 	"tau2rl/gpu/sampler"
+	"tau2rl/lib/logs"
 )
 
 // maxBody bounds a request body (a 40k-token prompt is well under 1 MiB of JSON).
@@ -38,7 +39,8 @@ type Options struct {
 	TokenizerPath string
 	// LoadWeights reads a checkpoint directory; default gpu.LoadWeights. Tests may wrap it.
 	LoadWeights func(dir string) (*gpu.Weights, error)
-	Log         *slog.Logger
+	// Log receives the component's messages; nil discards (lib/logs).
+	Log *slog.Logger
 }
 
 // Server serves an engine over HTTP.
@@ -64,9 +66,7 @@ func New(eng *sampler.Engine, opts Options) *Server {
 	if opts.LoadWeights == nil {
 		opts.LoadWeights = gpu.LoadWeights
 	}
-	if opts.Log == nil {
-		opts.Log = slog.New(slog.DiscardHandler)
-	}
+	opts.Log = logs.OrDiscard(opts.Log)
 	return &Server{eng: eng, opts: opts, log: opts.Log, modelPath: opts.ModelPath}
 }
 

@@ -1,7 +1,6 @@
 package chattemplate
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -32,10 +31,6 @@ func ParseMode(s string) (Mode, error) {
 	}
 	return "", fmt.Errorf("chattemplate: unknown history mode %q (want %q or %q)", s, ModeIncremental, ModeRerender)
 }
-
-// ErrOrder is returned when History methods are called out of turn (two
-// completions without new messages, or messages while a prompt is pending).
-var ErrOrder = errors.New("chattemplate: history calls out of order")
 
 // History is the policy's view of one episode: the prompt for its next call,
 // its completions, and the turns in between.

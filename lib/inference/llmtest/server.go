@@ -18,6 +18,7 @@ import (
 
 	"tau2rl/lib/inference/chattemplate"
 	"tau2rl/lib/inference/tokenizer"
+	"tau2rl/lib/logs"
 	"tau2rl/lib/loopback"
 )
 
@@ -35,7 +36,7 @@ func WithModel(name string) Option { return func(s *Server) { s.model = name } }
 func WithWeightVersion(v string) Option { return func(s *Server) { s.version = v } }
 
 // WithLogger logs each request at debug level and script errors at warn.
-func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
+func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = logs.OrDiscard(l) } }
 
 // FaultKind is an injected failure.
 type FaultKind int
@@ -91,7 +92,7 @@ func NewServer(tok *tokenizer.Tokenizer, script Script, opts ...Option) (*Server
 		return nil, errors.New("llmtest: nil tokenizer or script")
 	}
 	s := &Server{tok: tok, script: script, addr: "127.0.0.1:0", model: "scripted-qwen3", version: "0",
-		counts: map[string]int{}, log: slog.New(slog.DiscardHandler)}
+		counts: map[string]int{}, log: logs.OrDiscard(nil)}
 	for _, o := range opts {
 		o(s)
 	}

@@ -10,10 +10,6 @@ import (
 // the Qwen3 tokenizer.json (and tokenizer_config.json).
 const EnvDir = "QWEN3_TOKENIZER_DIR"
 
-// ErrNotFound is returned (wrapped) by LocateQwen3 when no tokenizer directory
-// is found; it is assets.ErrNotFound.
-var ErrNotFound = assets.ErrNotFound
-
 // LocateQwen3 finds the Qwen3 tokenizer directory with lib/assets
 // (docs/ASSETS.md): $QWEN3_TOKENIZER_DIR if set, else ../shared/qwen3-tokenizer
 // next to the working directory or a parent, else the cache of a previous

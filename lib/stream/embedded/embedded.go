@@ -1,5 +1,7 @@
 // Package embedded runs a Kafka-protocol broker in process, on loopback, for
-// development (make run, tau2-broker) and tests. It is franz-go's kfake: a
+// development (make run, tau2-broker) and tests; only tau2-broker, tau2-run and
+// tests import it (importers_test.go), so no production binary can start one by
+// configuration: they all talk to kafka.brokers. It is franz-go's kfake: a
 // faithful single-process implementation of the Kafka wire protocol with
 // consumer groups, compression, transactions and on-disk persistence, but no
 // replication, no real durability guarantees beyond the local disk, and no
@@ -34,6 +36,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -69,6 +72,9 @@ type Config struct {
 	// the broker accepts (kfake's default is 6s), so tests that kill a
 	// consumer see its partitions reassigned quickly. Default 0: kfake's.
 	MinSessionTimeout time.Duration `yaml:"min_session_timeout"`
+	// Log receives the evictor's messages (a silent group member evicted); nil discards
+	// (lib/logs). Not part of the YAML.
+	Log *slog.Logger `yaml:"-"`
 }
 
 // DefaultConfig returns the defaults documented on Config.
@@ -130,7 +136,7 @@ func Start(cfg Config) (*Broker, error) {
 		c.Close()
 		return nil, errors.New("embedded broker: no listener")
 	}
-	ev := newEvictor(c, addrs[0], nil)
+	ev := newEvictor(c, addrs[0], cfg.Log)
 	go ev.run(evictInterval)
 	return &Broker{c: c, addr: addrs[0], ev: ev}, nil
 }
@@ -174,40 +180,23 @@ func (b *Broker) Close() {
 	})
 }
 
-// ForConfig starts an embedded broker when cfg.Embedded is set, on the port
-// of cfg.Brokers[0] (or a free one) with cfg.EmbeddedDataDir, points
-// cfg.Brokers at it and creates the configured topics. It returns a stop function (a no-op when nothing was
-// started). Mains call it right after loading their configuration.
-func ForConfig(ctx context.Context, cfg *tkafka.Config) (stop func(), err error) {
-	if !cfg.Embedded {
-		return func() {}, nil
-	}
-	port := 0
-	if len(cfg.Brokers) > 0 {
-		_, p, err := net.SplitHostPort(cfg.Brokers[0])
-		if err != nil {
-			return nil, fmt.Errorf("embedded broker: brokers[0] %q: %w", cfg.Brokers[0], err)
-		}
-		if port, err = strconv.Atoi(p); err != nil {
-			return nil, fmt.Errorf("embedded broker: brokers[0] port %q: %w", p, err)
-		}
-	}
-	b, err := Start(Config{
-		Port:            port,
-		DataDir:         cfg.EmbeddedDataDir,
-		MaxMessageBytes: cfg.MaxMessageBytes,
-		Partitions:      cfg.Partitions,
-	})
+// ForPipeline starts a broker for the pipeline configuration kc and points kc.Brokers at it:
+// the broker accepts kc's message size and creates topics with kc's partition count (those two
+// fields of cfg are replaced), and kc's topics are created as EnsureTopics creates them (the
+// policy-versions topic compacted) rather than left to automatic creation. The other settings
+// (port, data directory, session timeout, fsync) come from cfg. tau2-broker starts its broker
+// this way, and so do tests that run a binary's whole configuration against a broker of their
+// own. The caller closes the broker.
+func ForPipeline(ctx context.Context, cfg Config, kc *tkafka.Config) (*Broker, error) {
+	cfg.MaxMessageBytes, cfg.Partitions = kc.MaxMessageBytes, kc.Partitions
+	b, err := Start(cfg)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Brokers = []string{b.Addr()}
-	// Create the pipeline's topics with their settings (the policy
-	// versions topic is compacted) rather than leaving them to automatic
-	// creation.
-	if err := tkafka.EnsureTopics(ctx, *cfg); err != nil {
+	kc.Brokers = []string{b.Addr()}
+	if err := tkafka.EnsureTopics(ctx, *kc); err != nil {
 		b.Close()
 		return nil, fmt.Errorf("embedded broker: %w", err)
 	}
-	return b.Close, nil
+	return b, nil
 }

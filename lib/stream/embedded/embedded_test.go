@@ -110,29 +110,18 @@ func TestRestartKeepsLogAndOffsets(t *testing.T) {
 	}
 }
 
-func TestForConfig(t *testing.T) {
+func TestForPipeline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cfg := tkafka.DefaultConfig()
-	stop, err := embedded.ForConfig(ctx, &cfg)
+	cfg.Partitions = 3
+	b, err := embedded.ForPipeline(ctx, embedded.Config{DataDir: t.TempDir()}, &cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop() // not embedded: a no-op
-	if cfg.Brokers[0] != "127.0.0.1:9092" {
-		t.Fatalf("non-embedded config changed: %v", cfg.Brokers)
-	}
-
-	cfg.Embedded = true
-	cfg.Brokers = []string{"127.0.0.1:0"}
-	cfg.EmbeddedDataDir = t.TempDir()
-	stop, err = embedded.ForConfig(ctx, &cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
-	if cfg.Brokers[0] == "127.0.0.1:0" {
-		t.Fatal("brokers not pointed at the embedded broker")
+	defer b.Close()
+	if len(cfg.Brokers) != 1 || cfg.Brokers[0] != b.Addr() {
+		t.Fatalf("brokers %v not pointed at the embedded broker %s", cfg.Brokers, b.Addr())
 	}
 	admin, err := tkafka.NewAdmin(cfg)
 	if err != nil {
@@ -145,16 +134,12 @@ func TestForConfig(t *testing.T) {
 		}
 	}
 	// A second broker cannot take the same port.
-	port := cfg.Brokers[0]
 	bad := tkafka.DefaultConfig()
-	bad.Embedded = true
-	bad.Brokers = []string{port}
-	if _, err := embedded.ForConfig(ctx, &bad); err == nil {
+	if _, err := embedded.ForPipeline(ctx, embedded.Config{Port: b.Port()}, &bad); err == nil {
 		t.Fatal("second broker on a used port started")
 	}
-	bad.Brokers = []string{"nonsense"}
-	if _, err := embedded.ForConfig(ctx, &bad); err == nil {
-		t.Fatal("broker address without port accepted")
+	if bad.Brokers[0] != tkafka.DefaultConfig().Brokers[0] {
+		t.Fatalf("a failed start changed the brokers: %v", bad.Brokers)
 	}
 }
 

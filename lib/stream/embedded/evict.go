@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"tau2rl/lib/logs"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -49,9 +51,7 @@ type memberSeen struct {
 }
 
 func newEvictor(c *kfake.Cluster, addr string, log *slog.Logger) *evictor {
-	if log == nil {
-		log = slog.Default()
-	}
+	log = logs.OrDiscard(log)
 	e := &evictor{c: c, addr: addr, log: log, grace: time.Second, fallback: 45 * time.Second, now: time.Now,
 		members: map[memberKey]*memberSeen{}, groups: map[string]time.Duration{}, stop: make(chan struct{}), done: make(chan struct{})}
 	c.Control(e.observe)

@@ -74,13 +74,6 @@ type Config struct {
 	// topic-level max.message.bytes EnsureTopics sets (plus framing
 	// headroom). Default 16 MiB.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
-	// Embedded runs an in-process kfake broker on loopback instead of
-	// connecting to Brokers (development and tests only; see package
-	// embedded). Default false.
-	Embedded bool `yaml:"embedded"`
-	// EmbeddedDataDir is where the embedded broker persists its log so that
-	// it survives restarts. Empty keeps it in memory. Default "".
-	EmbeddedDataDir string `yaml:"embedded_data_dir"`
 	// Writer tunes producers.
 	Writer WriterConfig `yaml:"writer"`
 	// Reader tunes consumer-group readers and TopicReaders.
@@ -240,7 +233,7 @@ func DefaultConfig() Config {
 // named as it is spelled in YAML.
 func (c *Config) Validate() error {
 	var errs []error
-	if len(c.Brokers) == 0 && !c.Embedded {
+	if len(c.Brokers) == 0 {
 		errs = append(errs, errors.New("brokers: at least one broker address is required"))
 	}
 	for _, b := range c.Brokers {
@@ -361,7 +354,6 @@ func (c Config) LogValue() slog.Value {
 		slog.String("sasl", c.SASL.Mechanism),
 		slog.String("sasl_user", c.SASL.Username),
 		slog.Bool("tls", c.TLS.Enabled),
-		slog.Bool("embedded", c.Embedded),
 		slog.String("trajectories", c.Topics.Trajectories),
 		slog.Int("max_message_bytes", c.MaxMessageBytes),
 	)

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"tau2rl/lib/logs"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -37,9 +39,7 @@ func NewGroupLag(cfg Config, group, topic string, log *slog.Logger) (*GroupLag, 
 	if err != nil {
 		return nil, err
 	}
-	if log == nil {
-		log = slog.Default()
-	}
+	log = logs.OrDiscard(log)
 	labels := []string{"group", "topic", "partition"}
 	return &GroupLag{
 		admin: admin, group: group, topic: topic, Timeout: 5 * time.Second, log: log,

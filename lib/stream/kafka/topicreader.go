@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"tau2rl/lib/logs"
+
 	kafkago "github.com/segmentio/kafka-go"
 )
 
@@ -165,8 +167,8 @@ func (t *TopicReader) watch() {
 		}
 		parts, err := t.admin.Partitions(t.ctx, t.topic)
 		if err != nil {
-			if t.ctx.Err() == nil && t.cfg.Log != nil {
-				t.cfg.Log.Warn("kafka topic reader: partition lookup failed", "topic", t.topic, "err", err)
+			if t.ctx.Err() == nil {
+				logs.OrDiscard(t.cfg.Log).Warn("kafka topic reader: partition lookup failed", "topic", t.topic, "err", err)
 			}
 			continue
 		}
@@ -179,8 +181,8 @@ func (t *TopicReader) watch() {
 			}
 			// A partition created after the start holds only newer
 			// messages: read it whole.
-			if err := t.startPartition(p, kafkago.FirstOffset); err != nil && t.cfg.Log != nil {
-				t.cfg.Log.Warn("kafka topic reader: new partition", "topic", t.topic, "partition", p, "err", err)
+			if err := t.startPartition(p, kafkago.FirstOffset); err != nil {
+				logs.OrDiscard(t.cfg.Log).Warn("kafka topic reader: new partition", "topic", t.topic, "partition", p, "err", err)
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"tau2rl/lib/tau2/data"
+	"tau2rl/lib/tau2/tau2test"
 
 	"tau2rl/lib/tau2/env"
 	"tau2rl/lib/tau2/pyjson"
@@ -22,15 +23,7 @@ func BenchmarkFork(b *testing.B) {
 }
 
 // BenchmarkNewEnvironment is env.New("airline") after the first load.
-func BenchmarkNewEnvironment(b *testing.B) {
-	dir, _ := realBase(b)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := env.New("airline", env.Options{DataDir: dir}); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkNewEnvironment(b *testing.B) { tau2test.BenchNewEnvironment(b, "airline") }
 
 // BenchmarkDeepCopyDB is the alternative design (a full deep copy of every
 // record), for comparison with Fork.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"tau2rl/lib/tau2/env"
+	"tau2rl/lib/tau2/tau2test"
 )
 
 // FuzzCall decodes arbitrary argument strings for every airline tool on a
@@ -21,7 +22,7 @@ func FuzzCall(f *testing.F) {
 	}
 	f.Add("book_reservation", `{"flights": {}, "passengers": "x", "payment_methods": [1]}`)
 	f.Add("update_reservation_flights", `{"reservation_id": "NO6JO3", "cabin": "economy", "flights": [{"flight_number": 1, "date": null}], "payment_id": "x"}`)
-	db := loadFixture(f)
+	db := tau2test.Fixture(f, ParseDB)
 	want, _ := env.DBHash(db)
 	f.Fuzz(func(t *testing.T, name, args string) {
 		e := NewEnvironment(db, "")
@@ -41,7 +42,7 @@ func FuzzCall(f *testing.F) {
 // TestConcurrentEpisodes runs many episodes at once over one loaded DB:
 // each sees only its own writes and the base stays pristine (run with -race).
 func TestConcurrentEpisodes(t *testing.T) {
-	db := loadFixture(t)
+	db := tau2test.Fixture(t, ParseDB)
 	want, _ := env.DBHash(db)
 	var wg sync.WaitGroup
 	results := make([]string, 16)

@@ -1,16 +1,13 @@
 package airline
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
-	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/env"
-	"tau2rl/lib/tau2/pyjson"
+	"tau2rl/lib/tau2/tau2test"
 )
 
 // The golden files were produced by testdata/gen_golden.py with τ²-bench's
@@ -20,15 +17,6 @@ import (
 type scenario struct {
 	Name  string      `json:"name"`
 	Calls [][2]string `json:"calls"`
-}
-
-type goldenResult struct {
-	Name    string `json:"name"`
-	Results []struct {
-		Content string `json:"content"`
-		Error   bool   `json:"error"`
-	} `json:"results"`
-	DBHash string `json:"db_hash"`
 }
 
 func readScenarios(t testing.TB, name string) []scenario {
@@ -44,95 +32,28 @@ func readScenarios(t testing.TB, name string) []scenario {
 	return out
 }
 
-func readGolden(t *testing.T, name string) map[string]goldenResult {
-	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "golden", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := map[string]goldenResult{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 64<<20)
-	for sc.Scan() {
-		var g goldenResult
-		if err := json.Unmarshal(sc.Bytes(), &g); err != nil {
-			t.Fatal(err)
-		}
-		out[g.Name] = g
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// normalizePydantic maps the pydantic minor version in error URLs to the
-// one τ² locks (the goldens were rendered with a newer pydantic).
-func normalizePydantic(s string) string {
-	return strings.ReplaceAll(s, "errors.pydantic.dev/2.13/", "errors.pydantic.dev/"+pyjson.PydanticVersion+"/")
-}
-
-func runGolden(t *testing.T, db *FlightDB, scenarios []scenario, golden map[string]goldenResult) {
+func runGolden(t *testing.T, db *FlightDB, scenarios []scenario, golden map[string]tau2test.Golden) {
 	for _, sc := range scenarios {
 		t.Run(sc.Name, func(t *testing.T) {
 			g, ok := golden[sc.Name]
 			if !ok || len(g.Results) != len(sc.Calls) {
 				t.Fatalf("golden for %s missing or stale; run testdata/gen_golden.py", sc.Name)
 			}
-			e := NewEnvironment(db, "")
-			for i, c := range sc.Calls {
-				content, isErr := e.Call(env.Assistant, c[0], c[1])
-				want := normalizePydantic(g.Results[i].Content)
-				if content != want || isErr != g.Results[i].Error {
-					t.Errorf("call %d %s(%s):\n got (%v) %s\nwant (%v) %s", i, c[0], c[1], isErr, content, g.Results[i].Error, want)
-				}
-			}
-			h, _, err := e.Hashes()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if h != g.DBHash {
-				t.Errorf("db hash %s, want %s", h, g.DBHash)
-			}
+			tau2test.CheckCalls(t, NewEnvironment(db, ""), sc.Calls, g)
 		})
 	}
 }
 
-func loadFixture(t testing.TB) *FlightDB {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "fixture_db.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := ParseDB(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db
-}
-
 func TestGoldenFixture(t *testing.T) {
-	runGolden(t, loadFixture(t), readScenarios(t, "scenarios_fixture.json"), readGolden(t, "fixture.jsonl"))
+	runGolden(t, tau2test.Fixture(t, ParseDB), readScenarios(t, "scenarios_fixture.json"), tau2test.ReadGoldens(t, filepath.Join("testdata", "golden", "fixture.jsonl")))
 }
 
 // realBase loads the real airline DB or skips.
-func realBase(t testing.TB) (string, *Base) {
-	t.Helper()
-	dir, err := data.Dir("")
-	if err != nil {
-		t.Skipf("τ² data not available (set %s): %v", data.EnvVar, err)
-	}
-	b, err := LoadBase(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir, b
-}
+func realBase(t testing.TB) (string, *Base) { return tau2test.RealBase(t, LoadBase) }
 
 func TestGoldenRealDB(t *testing.T) {
 	_, b := realBase(t)
-	runGolden(t, b.DB, readScenarios(t, "scenarios_real.json"), readGolden(t, "real.jsonl"))
+	runGolden(t, b.DB, readScenarios(t, "scenarios_real.json"), tau2test.ReadGoldens(t, filepath.Join("testdata", "golden", "real.jsonl")))
 }
 
 // TestRealDBHash pins the hash of the pristine DB to the value τ²'s

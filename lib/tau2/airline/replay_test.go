@@ -9,6 +9,7 @@ import (
 
 	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/env"
+	"tau2rl/lib/tau2/tau2test"
 )
 
 type replayGolden map[string]map[string]struct {
@@ -65,9 +66,8 @@ func TestGoldActionReplay(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s task %s: no golden", v.name, task.ID)
 			}
-			hashes := make([]string, 2)
-			envs := make([]*env.Environment, 2)
-			for k := range hashes {
+			var envs [2]*env.Environment
+			for k := range envs {
 				e, err := env.New("airline", env.Options{DataDir: dir})
 				if err != nil {
 					t.Fatal(err)
@@ -75,23 +75,14 @@ func TestGoldActionReplay(t *testing.T) {
 				if failed := replayGold(e, task); !slices.Equal(failed, want.ErrorActions) {
 					t.Errorf("%s task %s: failing actions %v, want %v", v.name, task.ID, failed, want.ErrorActions)
 				}
-				if hashes[k], _, err = e.Hashes(); err != nil {
-					t.Fatal(err)
-				}
 				envs[k] = e
 			}
-			if hashes[0] != want.DBHash || hashes[1] != want.DBHash {
-				t.Errorf("%s task %s: hashes %v, want %s", v.name, task.ID, hashes, want.DBHash)
-			}
-			same, err := env.SameState(envs[0], envs[1])
-			if err != nil || !same {
-				t.Errorf("%s task %s: replays differ (SameState=%v, %v)", v.name, task.ID, same, err)
-			}
+			h := tau2test.CheckReplays(t, v.name+" task "+task.ID, envs[0], envs[1], want.DBHash)
 			// SameState against the pristine env agrees with the hashes.
 			ph, _, _ := pristine.Hashes()
-			same, err = env.SameState(envs[0], pristine)
-			if err != nil || same != (ph == hashes[0]) {
-				t.Errorf("%s task %s: SameState(replay, pristine)=%v (%v) but hashes equal=%v", v.name, task.ID, same, err, ph == hashes[0])
+			same, err := env.SameState(envs[0], pristine)
+			if err != nil || same != (ph == h) {
+				t.Errorf("%s task %s: SameState(replay, pristine)=%v (%v) but hashes equal=%v", v.name, task.ID, same, err, ph == h)
 			}
 		}
 	}

@@ -16,10 +16,6 @@ import (
 // (as in τ²-bench and AReaL's τ² example).
 const EnvVar = "TAU2_DATA_DIR"
 
-// ErrNotFound is returned (wrapped) by Dir when no data directory is found; it is
-// assets.ErrNotFound.
-var ErrNotFound = assets.ErrNotFound
-
 // Dir resolves the τ² data directory with lib/assets (docs/ASSETS.md): override
 // (a flag or config key) if non-empty, else $TAU2_DATA_DIR, else
 // ../shared/tau2-data next to the working directory or a parent, else the

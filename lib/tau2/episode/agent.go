@@ -73,10 +73,6 @@ type AgentFactory interface {
 	NewAgent(spec AgentSpec) (Agent, error)
 }
 
-// ErrContextWindow means the prompt leaves no room for generation within
-// the engine's context: the episode ends with τ²'s context_window_exceeded.
-var ErrContextWindow = errors.New("episode: prompt exceeds the context window")
-
 // agentMessage converts a message addressed to the agent into the chat form
 // the agent's model reads.
 func agentMessage(m schemas.Message) chattemplate.Message {

@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
-	"tau2rl/lib/tau2/data"
 	"testing"
 	"time"
+
+	"tau2rl/lib/tau2/data"
 
 	"tau2rl/lib/inference/chattemplate"
 	"tau2rl/lib/inference/llmtest"

@@ -2,7 +2,6 @@ package episode
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"tau2rl/lib/tau2/data"
@@ -32,10 +31,6 @@ type Grade struct {
 type Grader interface {
 	Grade(ctx context.Context, task *data.Task, msgs []schemas.Message, termination string) (Grade, error)
 }
-
-// ErrNotEvaluated is returned when a reward-basis component could not be
-// evaluated (NL_ASSERTION without a judge): there is no reward to record.
-var ErrNotEvaluated = errors.New("episode: reward not evaluated")
 
 // TauGrader grades with lib/tau2/evaluator (τ²'s evaluate_simulation,
 // EvaluationType.ALL, strict replay). It keeps a pool of evaluator.Graders,

@@ -1,27 +1,18 @@
 package episode_test
 
 import (
-	"tau2rl/lib/inference/tokenizer/tokenizertest"
 	"testing"
+
+	"tau2rl/lib/inference/tokenizer/tokenizertest"
 
 	"tau2rl/lib/inference/chattemplate"
 	"tau2rl/lib/inference/llm"
 	"tau2rl/lib/inference/llmtest"
-	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/episode"
 	"tau2rl/lib/tau2/evaluator"
+	"tau2rl/lib/tau2/tau2test"
 	"tau2rl/producers/scripted"
 )
-
-// dataDir finds the τ² data or skips the test.
-func dataDir(tb testing.TB) string {
-	tb.Helper()
-	d, err := data.Dir("")
-	if err != nil {
-		tb.Skipf("τ² data not found (set %s): %v", data.EnvVar, err)
-	}
-	return d
-}
 
 // env is a scripted server plus a runner wired to it.
 type testEnv struct {
@@ -43,7 +34,7 @@ type envOpts struct {
 func newTestEnv(tb testing.TB, o envOpts) *testEnv {
 	tb.Helper()
 	tk := tokenizertest.Qwen3(tb)
-	dir := dataDir(tb)
+	dir := tau2test.DataDir(tb)
 	script := o.script
 	if script == nil {
 		cfg := scripted.DefaultConfig()

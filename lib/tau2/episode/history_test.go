@@ -3,8 +3,9 @@ package episode
 import (
 	"encoding/json"
 	"slices"
-	"tau2rl/lib/inference/tokenizer/tokenizertest"
 	"testing"
+
+	"tau2rl/lib/inference/tokenizer/tokenizertest"
 
 	"tau2rl/lib/inference/chattemplate"
 	"tau2rl/schemas"

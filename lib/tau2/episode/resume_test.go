@@ -8,9 +8,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"tau2rl/lib/inference/tokenizer/tokenizertest"
 	"testing"
 	"time"
+
+	"tau2rl/lib/inference/tokenizer/tokenizertest"
 
 	"tau2rl/lib/inference/chattemplate"
 	"tau2rl/lib/inference/llmtest"
@@ -18,6 +19,7 @@ import (
 	"tau2rl/lib/tau2/env"
 	"tau2rl/lib/tau2/episode"
 	"tau2rl/lib/tau2/pyjson"
+	"tau2rl/lib/tau2/tau2test"
 	"tau2rl/producers/scripted"
 	"tau2rl/schemas"
 )
@@ -104,7 +106,7 @@ func checkStartsWith(t *testing.T, tr *schemas.Trajectory, want []schemas.Messag
 // turn and tools followed by conv, with the generation prompt.
 func expectedFirstPrompt(t *testing.T, conv []chattemplate.Message) []int32 {
 	t.Helper()
-	e, err := env.New("mock", env.Options{DataDir: dataDir(t)})
+	e, err := env.New("mock", env.Options{DataDir: tau2test.DataDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

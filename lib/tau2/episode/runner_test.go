@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"tau2rl/lib/tau2/data"
 	"testing"
+
+	"tau2rl/lib/tau2/data"
 
 	"tau2rl/lib/tau2/episode"
 	"tau2rl/schemas"

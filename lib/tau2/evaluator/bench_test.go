@@ -6,12 +6,13 @@ import (
 	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/evaluator"
 	"tau2rl/lib/tau2/evaluator/goldgen"
+	"tau2rl/lib/tau2/tau2test"
 )
 
 // benchRuns builds one gold transcript per task (telecom: all 2285 tasks).
 func benchRuns(b *testing.B, domain string) []*goldgen.Run {
 	b.Helper()
-	dir := dataDir(b)
+	dir := tau2test.DataDir(b)
 	if !registered(domain) {
 		b.Skipf("domain %s is not registered in this build", domain)
 	}
@@ -60,7 +61,7 @@ func BenchmarkGrade(b *testing.B) {
 func BenchmarkRegrade(b *testing.B) {
 	for _, domain := range []string{"airline", "retail", "telecom"} {
 		b.Run(domain, func(b *testing.B) {
-			dir := dataDir(b)
+			dir := tau2test.DataDir(b)
 			runs := benchRuns(b, domain)
 			var all []*goldgen.Run
 			var tasks []*data.Task

@@ -2,7 +2,6 @@ package evaluator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -58,12 +57,6 @@ type Options struct {
 	// Judge grades NL assertions; nil leaves NL_ASSERTION not evaluated.
 	Judge Judge `yaml:"-"`
 }
-
-// ErrEvaluation wraps every failure of the grading machinery (malformed
-// trajectory, raising env function, strict-replay mismatch, judge failure).
-// Such a failure is never a reward: τ² records the simulation as an
-// infrastructure error.
-var ErrEvaluation = errors.New("evaluator: evaluation failed")
 
 func evalErr(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrEvaluation, fmt.Sprintf(format, args...))

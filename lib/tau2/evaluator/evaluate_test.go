@@ -14,6 +14,7 @@ import (
 	"tau2rl/lib/tau2/evaluator"
 	"tau2rl/lib/tau2/evaluator/goldgen"
 	"tau2rl/lib/tau2/pyjson"
+	"tau2rl/lib/tau2/tau2test"
 )
 
 var ctx = context.Background()
@@ -27,7 +28,7 @@ var deterministic = []data.RewardType{data.RewardDB, data.RewardEnvAssertion, da
 // component of its basis, and the DB check agrees with τ²'s hash
 // definition computed independently (sha256 of the sort_keys dumps).
 func TestGoldScoresOne(t *testing.T) {
-	dir := dataDir(t)
+	dir := tau2test.DataDir(t)
 	for _, d := range domains {
 		if d.domain == "mock" {
 			continue
@@ -87,7 +88,7 @@ func TestDBCheckMatchesHashes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow: hashes full DB dumps")
 	}
-	dir := dataDir(t)
+	dir := tau2test.DataDir(t)
 	for _, s := range suites(t) {
 		if s.judge != nil {
 			continue
@@ -144,7 +145,7 @@ func anySlice[T any](l []T) []any {
 // TestMutations checks what τ² gives mutated transcripts, reasoned from
 // its code (the oracle test checks the same runs against τ² itself).
 func TestMutations(t *testing.T) {
-	dir := dataDir(t)
+	dir := tau2test.DataDir(t)
 	type want struct {
 		reward    float64
 		breakdown map[data.RewardType]float64
@@ -221,7 +222,7 @@ func TestMutations(t *testing.T) {
 // TestNotEvaluated: a basis with NL_ASSERTION and no judge gives reward
 // nil (JSON null) unless another component already decides 0.
 func TestNotEvaluated(t *testing.T) {
-	dir := dataDir(t)
+	dir := tau2test.DataDir(t)
 	tasks := nlTasks(t, dir)
 	var task *data.Task
 	for _, tk := range tasks {
@@ -271,7 +272,7 @@ func (badJudge) Complete(context.Context, string, string) (string, error) {
 
 // TestReplayErrors: malformed trajectories fail as τ²'s set_state does.
 func TestReplayErrors(t *testing.T) {
-	dir := dataDir(t)
+	dir := tau2test.DataDir(t)
 	call := func(id string) evaluator.Message {
 		return evaluator.Message{Role: evaluator.RoleAssistant, ToolCalls: []evaluator.ToolCall{{ID: id, Name: "create_task",
 			Arguments: pyjson.NewObject("user_id", "user_1", "title", "x"), Requestor: "assistant"}}}
@@ -315,7 +316,7 @@ func TestReplayErrors(t *testing.T) {
 // TestGoldenRewardInfo pins the full JSON of a few RewardInfos (the
 // oracle test checks the same values against τ² by hash).
 func TestGoldenRewardInfo(t *testing.T) {
-	dir := dataDir(t)
+	dir := tau2test.DataDir(t)
 	for _, c := range []struct {
 		domain, task string
 		variant      goldgen.Variant

@@ -19,6 +19,7 @@ import (
 	"tau2rl/lib/tau2/evaluator"
 	"tau2rl/lib/tau2/evaluator/goldgen"
 	"tau2rl/lib/tau2/pyjson"
+	"tau2rl/lib/tau2/tau2test"
 
 	_ "tau2rl/lib/tau2/airline"
 	_ "tau2rl/lib/tau2/mock"
@@ -30,16 +31,6 @@ var (
 	oracleInputs = flag.String("oracle-inputs", "", "write the oracle's input results files to this directory (see testdata/tau2_oracle.py)")
 	update       = flag.Bool("update", false, "rewrite the golden RewardInfo files under testdata/golden")
 )
-
-// dataDir returns the real τ² data directory or skips.
-func dataDir(t testing.TB) string {
-	t.Helper()
-	d, err := data.Dir("")
-	if err != nil {
-		t.Skipf("τ² data not available (set TAU2_DATA_DIR or put it at ../shared/tau2-data): %v", err)
-	}
-	return d
-}
 
 // suite is one oracle input: a domain's tasks and the runs built from them.
 type suite struct {
@@ -173,7 +164,7 @@ func splitRepr(s string) []string {
 }
 
 func suites(t testing.TB) []*suite {
-	dir := dataDir(t)
+	dir := tau2test.DataDir(t)
 	var out []*suite
 	for _, d := range domains {
 		if !registered(d.domain) {
@@ -208,7 +199,7 @@ func TestOracle(t *testing.T) {
 	for _, s := range suites(t) {
 		t.Run(s.name, func(t *testing.T) {
 			if *oracleInputs != "" {
-				g := &goldgen.Generator{Domain: s.domain, DataDir: dataDir(t)}
+				g := &goldgen.Generator{Domain: s.domain, DataDir: tau2test.DataDir(t)}
 				b, err := g.Results(s.tasks, s.runs, 1)
 				if err != nil {
 					t.Fatal(err)

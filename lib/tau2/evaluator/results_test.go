@@ -9,6 +9,7 @@ import (
 
 	"tau2rl/lib/tau2/evaluator"
 	"tau2rl/lib/tau2/pyjson"
+	"tau2rl/lib/tau2/tau2test"
 )
 
 // fixture is a small results file in pydantic's indent=2 layout with
@@ -36,7 +37,7 @@ func TestResultsRewriteKeepsEverythingElse(t *testing.T) {
 	if err != nil || !bytes.Equal(out, b) {
 		t.Fatalf("identity rewrite changed the file (%v)", err)
 	}
-	_, sims, err := evaluator.Regrade(ctx, r, evaluator.RegradeOptions{Options: evaluator.Options{DataDir: dataDir(t)}})
+	_, sims, err := evaluator.Regrade(ctx, r, evaluator.RegradeOptions{Options: evaluator.Options{DataDir: tau2test.DataDir(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,23 +9,15 @@ import (
 
 	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/env"
+	"tau2rl/lib/tau2/tau2test"
 )
-
-func dataDir(t *testing.T) string {
-	t.Helper()
-	d, err := data.Dir("")
-	if err != nil {
-		t.Skipf("τ² data not available (set %s): %v", data.EnvVar, err)
-	}
-	return d
-}
 
 // TestTasksAgainstReference runs, for every mock task, initialization data
 // and actions, the gold actions and the env assertions, and compares the
 // outcome and the agent/user DB hashes with τ²'s own toolkits
 // (testdata/gen_golden.py).
 func TestTasksAgainstReference(t *testing.T) {
-	dir := dataDir(t)
+	dir := tau2test.DataDir(t)
 	b, err := os.ReadFile(filepath.Join("testdata", "golden", "tasks.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -103,13 +95,13 @@ func TestTasksAgainstReference(t *testing.T) {
 }
 
 func TestSchemasIdentical(t *testing.T) {
-	if err := env.CheckSchemas(dataDir(t), "mock", AgentToolkit, UserToolkit); err != nil {
+	if err := env.CheckSchemas(tau2test.DataDir(t), "mock", AgentToolkit, UserToolkit); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestToolOutputs(t *testing.T) {
-	dir := dataDir(t)
+	dir := tau2test.DataDir(t)
 	e, err := env.New("mock", env.Options{DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +136,7 @@ func TestToolOutputs(t *testing.T) {
 }
 
 func TestCheckSchemasDetectsDifferences(t *testing.T) {
-	dir := dataDir(t)
+	dir := tau2test.DataDir(t)
 	tools := slices.Clone(AgentToolkit.Tools())
 	slices.Reverse(tools)
 	reordered := env.MustToolkit("MockTools", tools)

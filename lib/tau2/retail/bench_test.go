@@ -5,6 +5,7 @@ import (
 
 	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/env"
+	"tau2rl/lib/tau2/tau2test"
 )
 
 // BenchmarkFork measures giving an episode its own copy of the 2.8 MB
@@ -18,15 +19,7 @@ func BenchmarkFork(b *testing.B) {
 }
 
 // BenchmarkNewEnvironment is env.New("retail") after the first load.
-func BenchmarkNewEnvironment(b *testing.B) {
-	dir, _ := realBase(b)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := env.New(Domain, env.Options{DataDir: dir}); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkNewEnvironment(b *testing.B) { tau2test.BenchNewEnvironment(b, Domain) }
 
 func headTasks(b *testing.B) (string, []*data.Task) {
 	dir, _ := realBase(b)

@@ -6,13 +6,14 @@ import (
 
 	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/env"
+	"tau2rl/lib/tau2/tau2test"
 )
 
 // TestForkIsolation branches an episode after a write (Environment.Fork
 // folds the changed records into a new shared base) and checks that later
 // writes on either branch stay private.
 func TestForkIsolation(t *testing.T) {
-	db := loadFixture(t)
+	db := tau2test.Fixture(t, ParseDB)
 	a := NewEnvironment(db, "")
 	call := func(e *env.Environment, name, args string) string {
 		t.Helper()
@@ -47,7 +48,7 @@ func TestForkIsolation(t *testing.T) {
 		t.Error("payment change leaked into branch b")
 	}
 	fresh, _, _ := NewEnvironment(db, "").Hashes()
-	pristine, _ := env.DBHash(loadFixture(t))
+	pristine, _ := env.DBHash(tau2test.Fixture(t, ParseDB))
 	if fresh != pristine {
 		t.Error("base DB modified")
 	}

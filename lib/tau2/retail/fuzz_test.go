@@ -9,6 +9,7 @@ import (
 
 	"tau2rl/lib/tau2/env"
 	"tau2rl/lib/tau2/pyjson"
+	"tau2rl/lib/tau2/tau2test"
 )
 
 // FuzzToolCall feeds arbitrary argument JSON to every retail tool (and to
@@ -29,7 +30,7 @@ func FuzzToolCall(f *testing.F) {
 	f.Add(uint8(3), "", `{"first_name": "\u0130", "last_name": "\u03a3", "zip": 1}`)
 	f.Add(uint8(0), "", `{"expression": ["1", {"a": 2}]}`)
 	f.Add(uint8(0), "nope", `[1, 2`)
-	db := loadFixture(f)
+	db := tau2test.Fixture(f, ParseDB)
 	base, err := env.DBHash(db)
 	if err != nil {
 		f.Fatal(err)

@@ -1,16 +1,15 @@
 package retail
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/env"
 	"tau2rl/lib/tau2/pyjson"
+	"tau2rl/lib/tau2/tau2test"
 )
 
 // The golden files in testdata/golden were produced by testdata/oracle
@@ -28,15 +27,6 @@ type scenario struct {
 	AgentData json.RawMessage `json:"agent_data"`
 }
 
-type goldenResult struct {
-	Name    string `json:"name"`
-	Results []struct {
-		Content string `json:"content"`
-		Error   bool   `json:"error"`
-	} `json:"results"`
-	DBHash string `json:"db_hash"`
-}
-
 func readScenarios(t *testing.T) []scenario {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", "scenarios.json"))
@@ -50,65 +40,12 @@ func readScenarios(t *testing.T) []scenario {
 	return out
 }
 
-func readGolden(t *testing.T) map[string]goldenResult {
-	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "golden", "scenarios.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := map[string]goldenResult{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 64<<20)
-	for sc.Scan() {
-		var g goldenResult
-		if err := json.Unmarshal(sc.Bytes(), &g); err != nil {
-			t.Fatal(err)
-		}
-		out[g.Name] = g
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// normalizePydantic maps the pydantic minor version in error URLs to the
-// one τ² locks (the goldens were rendered with a newer pydantic).
-func normalizePydantic(s string) string {
-	return strings.ReplaceAll(s, "errors.pydantic.dev/2.13/", "errors.pydantic.dev/"+pyjson.PydanticVersion+"/")
-}
-
-func loadFixture(t testing.TB) *RetailDB {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "fixture_db.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := ParseDB(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db
-}
-
 // realBase loads the real retail DB or skips.
-func realBase(t testing.TB) (string, *Base) {
-	t.Helper()
-	dir, err := data.Dir("")
-	if err != nil {
-		t.Skipf("τ² data not available (set %s): %v", data.EnvVar, err)
-	}
-	b, err := LoadBase(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir, b
-}
+func realBase(t testing.TB) (string, *Base) { return tau2test.RealBase(t, LoadBase) }
 
 func TestGoldenScenarios(t *testing.T) {
-	golden := readGolden(t)
-	fixture := loadFixture(t)
+	golden := tau2test.ReadGoldens(t, filepath.Join("testdata", "golden", "scenarios.jsonl"))
+	fixture := tau2test.Fixture(t, ParseDB)
 	scenarios := readScenarios(t)
 	if len(scenarios) != len(golden) {
 		t.Fatalf("%d scenarios, %d goldens: run testdata/oracle/setup.sh", len(scenarios), len(golden))
@@ -134,20 +71,7 @@ func TestGoldenScenarios(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			for i, c := range sc.Calls {
-				content, isErr := e.Call(env.Assistant, c[0], c[1])
-				want := normalizePydantic(g.Results[i].Content)
-				if content != want || isErr != g.Results[i].Error {
-					t.Errorf("call %d %s(%s):\n got (%v) %s\nwant (%v) %s", i, c[0], c[1], isErr, content, g.Results[i].Error, want)
-				}
-			}
-			h, _, err := e.Hashes()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if h != g.DBHash {
-				t.Errorf("db hash %s, want %s", h, g.DBHash)
-			}
+			tau2test.CheckCalls(t, e, sc.Calls, g)
 			// The episode's changes never leak into the shared base.
 			if h0, _, _ := NewEnvironment(db, "").Hashes(); sc.DB == "real" && h0 != realPristineHash {
 				t.Errorf("base DB modified: hash %s", h0)

@@ -9,6 +9,7 @@ import (
 	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/env"
 	"tau2rl/lib/tau2/pyjson"
+	"tau2rl/lib/tau2/tau2test"
 )
 
 // The golden files in testdata/golden were produced by running
@@ -46,7 +47,7 @@ func fixtureData(t testing.TB) *Data {
 
 func realData(t testing.TB) *Data {
 	t.Helper()
-	d, err := Load(dataDir(t))
+	d, err := Load(tau2test.DataDir(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestGoldenScenarios(t *testing.T) {
 // derived/tool_schemas.json (both policy variants), byte for byte in
 // json.dumps form, with τ²'s tool order, types and mutates_state.
 func TestToolSchemasMatchTau2(t *testing.T) {
-	all := loadJSONFile(t, filepath.Join(dataDir(t), "derived", "tool_schemas.json"))
+	all := loadJSONFile(t, filepath.Join(tau2test.DataDir(t), "derived", "tool_schemas.json"))
 	for _, domain := range []string{DomainManual, DomainWorkflow} {
 		want := get(all, domain)
 		for _, side := range []struct {
@@ -177,7 +178,7 @@ func TestToolSchemasMatchTau2(t *testing.T) {
 	if !strings.Contains(e.Policy, "<tech_support_policy>") || e.Domain != DomainWorkflow {
 		t.Errorf("workflow environment: domain %q policy %.60q", e.Domain, e.Policy)
 	}
-	wf, _ := data.ReadFile(dataDir(t), DomainManual, TechSupportWorkflowFile)
+	wf, _ := data.ReadFile(tau2test.DataDir(t), DomainManual, TechSupportWorkflowFile)
 	if !strings.Contains(e.Policy, wf) {
 		t.Error("workflow policy text missing")
 	}
@@ -187,7 +188,7 @@ func TestToolSchemasMatchTau2(t *testing.T) {
 // system prompts rendered by τ² (derived/agent_system_prompts.json), which
 // embed it verbatim.
 func TestPolicyMatchesTau2(t *testing.T) {
-	dir := dataDir(t)
+	dir := tau2test.DataDir(t)
 	prompts := loadJSONFile(t, filepath.Join(dir, "derived", "agent_system_prompts.json"))
 	for _, domain := range []string{DomainManual, DomainWorkflow} {
 		e, err := env.New(domain, env.Options{})

@@ -1,29 +1,16 @@
 package telecom
 
 import (
-	"errors"
 	"testing"
 
 	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/env"
+	"tau2rl/lib/tau2/tau2test"
 )
-
-// dataDir finds the real τ² data or skips.
-func dataDir(tb testing.TB) string {
-	tb.Helper()
-	dir, err := data.Dir("")
-	if errors.Is(err, data.ErrNotFound) {
-		tb.Skipf("τ² data not found (set %s): %v", data.EnvVar, err)
-	}
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return dir
-}
 
 func loadSplit(tb testing.TB, split string) []*data.Task {
 	tb.Helper()
-	tasks, err := data.LoadSplit(dataDir(tb), DomainManual, data.Head, split)
+	tasks, err := data.LoadSplit(tau2test.DataDir(tb), DomainManual, data.Head, split)
 	if err != nil {
 		tb.Fatal(err)
 	}

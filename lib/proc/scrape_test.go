@@ -1,0 +1,51 @@
+package proc_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"tau2rl/lib/proc"
+)
+
+func TestParseSample(t *testing.T) {
+	const text = `# TYPE req_total counter
+req_total{outcome="published"} 5
+req_total{outcome="failed"} 2
+# TYPE in_flight gauge
+in_flight 3
+# TYPE loose untyped
+loose{outcome="published"} 7
+# TYPE lat histogram
+lat_bucket{outcome="published",le="+Inf"} 4
+lat_sum{outcome="published"} 1.5
+lat_count{outcome="published"} 4
+lat_bucket{outcome="failed",le="+Inf"} 1
+lat_sum{outcome="failed"} 0.25
+lat_count{outcome="failed"} 1
+# TYPE q summary
+q_sum 2
+q_count 8
+`
+	for _, c := range []struct {
+		name, label, value string
+		want               proc.Sample
+	}{
+		{"every series", "", "", proc.Sample{"req_total": 7, "in_flight": 3, "loose": 7, "lat_sum": 1.75, "lat_count": 5, "q_sum": 2, "q_count": 8}},
+		{"one label value", "outcome", "published", proc.Sample{"req_total": 5, "loose": 7, "lat_sum": 1.5, "lat_count": 4}},
+		{"no series match", "outcome", "nothing", proc.Sample{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := proc.ParseSample(strings.NewReader(text), c.label, c.value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("got %v, want %v", got, c.want)
+			}
+		})
+	}
+	if _, err := proc.ParseSample(strings.NewReader("not { metrics"), "", ""); err == nil {
+		t.Fatal("malformed exposition accepted")
+	}
+}
