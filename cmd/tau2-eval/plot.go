@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"gonum.org/v1/plot/vg"
 
@@ -24,6 +26,11 @@ func init() {
 type plotConfig struct {
 	// Dataset is the archive (a Parquet dataset directory, release, file or glob).
 	Dataset string `yaml:"dataset"`
+	// Report is a tau2-run experiment report.json, drawn instead of an archive: the reward per
+	// policy version (from its per-version count, mean and standard deviation, the same band),
+	// pass^k before and after GRPO, and the mismatch; the baseline defaults to the
+	// demonstrator's success. For a run whose archive stayed on a rented GPU machine.
+	Report string `yaml:"report"`
 	// Filter selects trajectories (tau2-replay's filters).
 	Filter dataset.Filter `yaml:"filter"`
 	// Steps is the trainer's steps.jsonl (or its checkpoint directory), for the mismatch figure.
@@ -44,6 +51,7 @@ type plotConfig struct {
 }
 
 const plotUsage = `tau2-eval plot dataset=DIR [steps=CHECKPOINT_DIR/steps.jsonl] out=figures [key=value …]
+tau2-eval plot report=RUN_DIR/report.json out=figures [key=value …]
 
 Draws a training run's curves from the archive (the archiver's Parquet dataset or a release;
 filter.* as in tau2-replay) and the trainer's per-step log (steps.jsonl in its checkpoint
@@ -56,8 +64,12 @@ directory), each as PNG and SVG in out/:
   mismatch             per trainer step: mean |behaviour − proximal| log-prob and the fraction of
                        tokens masked by behav_imp_weight_cap (needs steps=)
 
-Example:
-  tau2-eval plot dataset=data/trajectories steps=checkpoints baseline=0.4 out=figures`
+With report= (a tau2-run experiment's report.json, no archive needed): reward, passk (before
+and after GRPO) and mismatch; baseline defaults to the demonstrator's success.
+
+Examples:
+  tau2-eval plot dataset=data/trajectories steps=checkpoints baseline=0.4 out=figures
+  tau2-eval plot report=run/20261125-182316/report.json out=docs/figures/learning`
 
 func plotMain(args []string) {
 	rest, err := splitArgs(args, "dataset")
@@ -78,8 +90,10 @@ func defaultPlotConfig() plotConfig {
 
 func runPlot(ctx context.Context, cfg *plotConfig, out io.Writer) error {
 	switch {
-	case cfg.Dataset == "":
-		return fmt.Errorf("%w: dataset is required", cli.ErrUsage)
+	case cfg.Dataset == "" && cfg.Report == "":
+		return fmt.Errorf("%w: dataset (an archive) or report (a tau2-run experiment report.json) is required", cli.ErrUsage)
+	case cfg.Dataset != "" && cfg.Report != "":
+		return fmt.Errorf("%w: dataset and report are alternatives: set one", cli.ErrUsage)
 	case cfg.Out == "":
 		return fmt.Errorf("%w: out is required", cli.ErrUsage)
 	case cfg.MaxK < 1:
@@ -94,6 +108,9 @@ func runPlot(ctx context.Context, cfg *plotConfig, out io.Writer) error {
 	}
 	if err := cfg.Filter.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
+	}
+	if cfg.Report != "" {
+		return plotReport(cfg, out)
 	}
 	ds, err := dataset.Open(cfg.Dataset)
 	if err != nil {
@@ -136,6 +153,88 @@ func runPlot(ctx context.Context, cfg *plotConfig, out io.Writer) error {
 		fmt.Fprintf(out, ", mean reward v%.0f %.3f → v%.0f %.3f", first.X, first.Y, last.X, last.Y)
 	}
 	fmt.Fprintln(out)
+	for _, f := range files {
+		fmt.Fprintln(out, "wrote", f)
+	}
+	return nil
+}
+
+// experimentReport is the part of tau2-run experiment's report.json that plot draws.
+type experimentReport struct {
+	Config struct {
+		Domain string `json:"Domain"`
+	} `json:"config"`
+	Demos struct {
+		Episodes   int     `json:"episodes"`
+		MeanReward float64 `json:"mean_reward"`
+	} `json:"demonstrations"`
+	Before evalRow `json:"eval_before"`
+	After  evalRow `json:"eval_after"`
+	GRPO   struct {
+		PerVersion []struct {
+			Version  int64   `json:"version"`
+			Episodes int     `json:"episodes"`
+			Mean     float64 `json:"mean_reward"`
+			Std      float64 `json:"std"`
+		} `json:"reward_per_version"`
+		AbsDiff []float64 `json:"behav_abs_diff_per_step"`
+		Capped  []float64 `json:"behav_cap_fraction_per_step"`
+	} `json:"grpo"`
+}
+
+// evalRow is one tau2-eval run of the report (its fields carry no json tags there).
+type evalRow struct {
+	Tasks int
+	PassK []float64
+}
+
+// plotReport draws an experiment's report.json.
+func plotReport(cfg *plotConfig, out io.Writer) error {
+	b, err := os.ReadFile(cfg.Report)
+	if err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	var r experimentReport
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("plot: %s is not a tau2-run experiment report: %w", cfg.Report, err)
+	}
+	if len(r.GRPO.PerVersion) == 0 {
+		return fmt.Errorf("plot: %s has no reward per policy version (grpo.reward_per_version)", cfg.Report)
+	}
+	if len(r.GRPO.AbsDiff) != len(r.GRPO.Capped) {
+		return fmt.Errorf("plot: %s: %d mismatch values but %d capped fractions", cfg.Report, len(r.GRPO.AbsDiff), len(r.GRPO.Capped))
+	}
+	var in figures.Input
+	for _, v := range r.GRPO.PerVersion {
+		if v.Episodes < 1 || v.Std < 0 {
+			return fmt.Errorf("plot: %s: version %d has %d episodes, std %v", cfg.Report, v.Version, v.Episodes, v.Std)
+		}
+		in.Reward = append(in.Reward, figures.PointFromStats(float64(v.Version), v.Episodes, v.Mean, v.Std))
+	}
+	for i := range r.GRPO.AbsDiff {
+		in.Mismatch = append(in.Mismatch, figures.StepPoint{Step: int64(i + 1), AbsDiff: r.GRPO.AbsDiff[i], CapMasked: r.GRPO.Capped[i]})
+	}
+	for _, e := range []struct {
+		name string
+		k    []float64
+		n    int
+	}{{"before GRPO", r.Before.PassK, r.Before.Tasks}, {"after GRPO", r.After.PassK, r.After.Tasks}} {
+		if len(e.k) > 0 {
+			k := e.k[:min(len(e.k), cfg.MaxK)]
+			in.PassK = append(in.PassK, figures.PassK{Domain: strings.TrimSpace(r.Config.Domain + " " + e.name), PassK: k, Tasks: e.n})
+		}
+	}
+	baseline := cfg.Baseline
+	if baseline == nil && r.Demos.Episodes > 0 {
+		baseline = &r.Demos.MeanReward
+	}
+	files, err := figures.Draw(cfg.Out, in, figures.Options{Formats: cfg.Formats, Baseline: baseline, Title: cfg.Title,
+		Width: vg.Length(cfg.WidthCM) * vg.Centimeter, Height: vg.Length(cfg.HeightCM) * vg.Centimeter})
+	if err != nil {
+		return err
+	}
+	first, last := in.Reward[0], in.Reward[len(in.Reward)-1]
+	fmt.Fprintf(out, "report %s: %d policy versions, mean reward v%.0f %.3f → v%.0f %.3f\n", cfg.Report, len(in.Reward), first.X, first.Y, last.X, last.Y)
 	for _, f := range files {
 		fmt.Fprintln(out, "wrote", f)
 	}

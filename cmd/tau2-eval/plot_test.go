@@ -124,7 +124,8 @@ func TestPlotUsageErrors(t *testing.T) {
 		edit func(*plotConfig)
 		want string
 	}{
-		{func(c *plotConfig) { c.Dataset = "" }, "dataset is required"},
+		{func(c *plotConfig) { c.Dataset = "" }, "dataset (an archive) or report"},
+		{func(c *plotConfig) { c.Report = "testdata/report/report.json" }, "alternatives"},
 		{func(c *plotConfig) { c.Formats = []string{"pdf"} }, "pdf"},
 		{func(c *plotConfig) { c.MaxK = 0 }, "max_k"},
 		{func(c *plotConfig) { c.Filter.Domains = []string{"telecom"} }, "no trajectory"},
@@ -135,6 +136,66 @@ func TestPlotUsageErrors(t *testing.T) {
 		c.edit(&cfg)
 		if err := runPlot(context.Background(), &cfg, io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("err %v, want %q", err, c.want)
+		}
+	}
+}
+
+// TestPlotReport draws an experiment's report.json (testdata/report, numbers from the first
+// learning run): reward with the band of each version's count and standard deviation, the
+// demonstrator as the default baseline, pass^k before and after, the mismatch.
+func TestPlotReport(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "figs")
+	cfg := defaultPlotConfig()
+	cfg.Report, cfg.Out, cfg.Formats = "testdata/report/report.json", out, []string{"svg"}
+	var stdout bytes.Buffer
+	if err := runPlot(context.Background(), &cfg, &stdout); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout.String(), "3 policy versions, mean reward v0 0.108 → v2 1.000") {
+		t.Fatalf("output %q", stdout.String())
+	}
+	for name, want := range map[string][]string{
+		"reward":   {"baseline 0.36", "95% confidence band"},
+		"passk":    {"airline before GRPO (13 tasks)", "airline after GRPO (13 tasks)"},
+		"mismatch": {"mean |behaviour − proximal|"},
+	} {
+		b, err := os.ReadFile(filepath.Join(out, name+".svg"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range want {
+			if !strings.Contains(string(b), w) {
+				t.Errorf("%s.svg does not name %q", name, w)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "tokens_per_minute.svg")); err == nil {
+		t.Error("tokens_per_minute drawn from a report, which has no throughput")
+	}
+}
+
+func TestPlotReportErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		path, want string
+	}{
+		{filepath.Join(dir, "missing.json"), "missing.json"},
+		{write("text.json", "not json"), "is not a tau2-run experiment report"},
+		{write("empty.json", `{"grpo": {}}`), "no reward per policy version"},
+		{write("lengths.json", `{"grpo": {"reward_per_version": [{"version": 0, "episodes": 2, "mean_reward": 0.5, "std": 0.7}], "behav_abs_diff_per_step": [0.1], "behav_cap_fraction_per_step": []}}`), "1 mismatch values but 0"},
+		{write("zero.json", `{"grpo": {"reward_per_version": [{"version": 4, "episodes": 0, "mean_reward": 0.5, "std": 0}]}}`), "version 4 has 0 episodes"},
+	} {
+		cfg := defaultPlotConfig()
+		cfg.Report, cfg.Out = c.path, t.TempDir()
+		if err := runPlot(context.Background(), &cfg, io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err %v, want %q", filepath.Base(c.path), err, c.want)
 		}
 	}
 }

@@ -98,15 +98,15 @@ type expConfig struct {
 	SFTBatchTokens int     `yaml:"sft_batch_tokens"`
 	SFTMaxSteps    int     `yaml:"sft_max_steps"`
 	// GRPO settings (tau2-trainer).
-	GRPOSteps   int     `yaml:"grpo_steps"`
-	GroupSize   int     `yaml:"group_size"`
-	BatchSize   int     `yaml:"batch_size"`
-	GRPOLR      float64 `yaml:"grpo_lr"`
+	GRPOSteps int     `yaml:"grpo_steps"`
+	GroupSize int     `yaml:"group_size"`
+	BatchSize int     `yaml:"batch_size"`
+	GRPOLR    float64 `yaml:"grpo_lr"`
 	// GRPOTime ends the GRPO stage after this wall time even if fewer than grpo_steps steps were
 	// taken (0 = no limit), so that a run on a rented GPU still evaluates and reports: the
 	// policy server keeps the last version the trainer published, and "eval after" measures it.
-	GRPOTime time.Duration `yaml:"grpo_time"`
-	MaxNewToken int     `yaml:"max_new_tokens"`
+	GRPOTime    time.Duration `yaml:"grpo_time"`
+	MaxNewToken int           `yaml:"max_new_tokens"`
 	// EvalTrials is k of pass^k; EvalTemperature the evaluation's sampling temperature.
 	EvalTrials      int     `yaml:"eval_trials"`
 	EvalTemperature float64 `yaml:"eval_temperature"`

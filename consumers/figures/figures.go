@@ -54,17 +54,28 @@ func RewardByVersion(trajs []*schemas.Trajectory) []Point {
 			s += r
 		}
 		mean := s / float64(len(rs))
-		half := 0.0
+		std := 0.0
 		if len(rs) > 1 {
 			var ss float64
 			for _, r := range rs {
 				ss += (r - mean) * (r - mean)
 			}
-			half = 1.96 * math.Sqrt(ss/float64(len(rs)-1)/float64(len(rs)))
+			std = math.Sqrt(ss / float64(len(rs)-1))
 		}
-		out = append(out, Point{X: float64(v), Y: mean, Lo: mean - half, Hi: mean + half, N: len(rs)})
+		out = append(out, PointFromStats(float64(v), len(rs), mean, std))
 	}
 	return out
+}
+
+// PointFromStats is the point of n samples with this mean and sample standard deviation, with
+// the 95% band mean ± 1.96·std/√n — how RewardByVersion summarises the archive, and how a
+// summary kept without the archive (tau2-run experiment's report.json) is drawn the same way.
+func PointFromStats(x float64, n int, mean, std float64) Point {
+	half := 0.0
+	if n > 1 {
+		half = 1.96 * std / math.Sqrt(float64(n))
+	}
+	return Point{X: x, Y: mean, Lo: mean - half, Hi: mean + half, N: n}
 }
 
 // PassK is pass^k for k = 1..len(PassK) of one domain.

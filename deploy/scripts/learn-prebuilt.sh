@@ -19,9 +19,12 @@ collect() {
   [[ -n $d ]] || return
   cp $T/exp.log "$OUT/" 2>/dev/null
   for f in report.md report.json; do [[ -f $d/$f ]] && cp "$d/$f" "$OUT/"; done
-  mkdir -p "$OUT/figures"
-  ls "$d"/figures/*.png 2>/dev/null | head -5 | xargs -r -I{} cp {} "$OUT/figures/"
-  tar -C "$d" -czf "$OUT/run-logs.tgz" --exclude='*.safetensors' --exclude='*.parquet' . 2>/dev/null
+  # Few, small files (the device tool returns at most 8, 16 MiB each): the figures in one
+  # archive, the logs and JSON without the broker's data, the Parquet files or the weights.
+  tar -C "$d" -czf "$OUT/figures.tgz" figures 2>/dev/null
+  (cd "$d" && find . -maxdepth 2 \( -name '*.log' -o -name '*.json' -o -name 'steps.jsonl' \) -size -20M -print0 |
+    tar --null -T - -czf "$OUT/run-logs.tgz") 2>/dev/null
+  # (where only report.json came back, `tau2-eval plot report=report.json` redraws the figures)
 }
 if [[ $mode == start ]]; then
   nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
