@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 
 	"tau2rl/gpu"
 )
@@ -103,6 +104,10 @@ func New(w *gpu.Weights, opt Options) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{cfg: w.Config, opt: opt, specs: gpu.ParamSpecs(w.Config), offs: map[string]int{}}
+	// t2_init selects the device on this thread; every allocation and copy below must follow
+	// on the same thread (see enter).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	var ctx dptr
 	if err := statusErr(C.t2_init(C.int(opt.Device), &ctx)); err != nil {
 		return nil, fmt.Errorf("cuda: init device %d: %w", opt.Device, err)
@@ -243,15 +248,28 @@ func (b *Backend) upload(w *gpu.Weights) error {
 func (b *Backend) pw(o int) dptr     { return off(b.param, o, 2) }
 func (b *Backend) gw(o int) *C.float { return f32p(off(b.grad, o, 4)) }
 
+// enter pins the calling goroutine to its OS thread and selects the backend's device there, for
+// the whole operation: CUDA's current device (and so where cudaMalloc allocates, which device's
+// default stream a kernel joins, which GPU cuBLAS runs on) is a property of the thread, and a
+// goroutine may resume on another thread after any cgo call — one that last ran another rank's
+// GPU. Without the pin, a second rank's buffers landed on the first GPU (illegal memory access on
+// 2 H100s) or its kernels ran on the first GPU's stream, unordered with its own (wrong sums).
+// A successful enter must be paired with a deferred leave; pins nest.
 func (b *Backend) enter() error {
+	runtime.LockOSThread()
 	if b.closed {
+		runtime.UnlockOSThread()
 		return errClosed
 	}
 	if err := statusErr(C.t2_set_device(C.int(b.opt.Device))); err != nil {
+		runtime.UnlockOSThread()
 		return fmt.Errorf("cuda: select device %d: %w", b.opt.Device, err)
 	}
 	return nil
 }
+
+// leave ends what enter began.
+func (b *Backend) leave() { runtime.UnlockOSThread() }
 
 // Config returns the model configuration.
 func (b *Backend) Config() gpu.Config { return b.cfg }
@@ -278,6 +296,7 @@ func (b *Backend) Backward(dlogp []float32) error {
 	if err := b.enter(); err != nil {
 		return err
 	}
+	defer b.leave()
 	if !b.haveForward {
 		return fmt.Errorf("cuda: Backward without a preceding Forward (LogProbs and Backward consume it)")
 	}
@@ -303,6 +322,7 @@ func (b *Backend) Step(opt gpu.Optimizer) (float64, error) {
 	if err := b.enter(); err != nil {
 		return 0, err
 	}
+	defer b.leave()
 	if err := opt.Validate(); err != nil {
 		return 0, err
 	}
@@ -357,6 +377,7 @@ func (b *Backend) Weights() (*gpu.Weights, error) {
 	if err := b.enter(); err != nil {
 		return nil, err
 	}
+	defer b.leave()
 	w := &gpu.Weights{Config: b.cfg, Tensors: map[string][]float32{}}
 	for _, s := range b.specs {
 		t, err := b.weightTensor(s)
@@ -373,6 +394,7 @@ func (b *Backend) Gradients() (map[string][]float32, error) {
 	if err := b.enter(); err != nil {
 		return nil, err
 	}
+	defer b.leave()
 	out := map[string][]float32{}
 	for _, s := range b.specs {
 		t, err := b.tensor(b.grad, s)
@@ -390,6 +412,7 @@ func (b *Backend) Save(dir string, dtype gpu.DType) error {
 	if err := b.enter(); err != nil {
 		return err
 	}
+	defer b.leave()
 	if b.shard != nil && dtype != gpu.BF16 {
 		return fmt.Errorf("cuda: a data-parallel rank holds its weights in full only in bfloat16 (the fp32 masters are sharded): save %s, not %s", gpu.BF16, dtype)
 	}
@@ -410,6 +433,11 @@ func (b *Backend) Save(dir string, dtype gpu.DType) error {
 func (b *Backend) Close() error {
 	if b.closed {
 		return nil
+	}
+	if b.ctx != nil { // free on the backend's device, from one thread (see enter)
+		if err := b.enter(); err == nil {
+			defer b.leave()
+		}
 	}
 	b.closed = true
 	var errs []error

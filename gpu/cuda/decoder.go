@@ -270,6 +270,10 @@ func NewDecoder(w *gpu.Weights, kv gpu.KVCacheSpec) (*Decoder, error) {
 	}
 	d := &Decoder{cfg: w.Config, kv: kv, sms: info.SMs, graphs: map[graphKey]dptr{}}
 	d.pl = newParamLayout(d.cfg, gpu.ParamSpecs(d.cfg))
+	// t2_init selects the device on this thread; the allocations and uploads below must follow on
+	// the same thread (Backend.enter says why).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	var ctx dptr
 	if err := statusErr(C.t2_init(C.int(d.dev), &ctx)); err != nil {
 		return nil, fmt.Errorf("cuda: decoder: init device %d: %w", d.dev, err)
@@ -393,6 +397,7 @@ func (d *Decoder) LoadWeights(w *gpu.Weights) error {
 	if err := d.enter(); err != nil {
 		return err
 	}
+	defer d.leave()
 	host, err := d.hostWeights(w)
 	if err != nil {
 		return err
@@ -403,20 +408,31 @@ func (d *Decoder) LoadWeights(w *gpu.Weights) error {
 	return d.uploadWeights(host)
 }
 
+// enter pins the goroutine to its OS thread and selects the decoder's device there for the whole
+// operation (Backend.enter says why); pair it with a deferred leave.
 func (d *Decoder) enter() error {
+	runtime.LockOSThread()
 	if d.closed {
+		runtime.UnlockOSThread()
 		return errors.New("cuda: decoder is closed")
 	}
 	if err := statusErr(C.t2_set_device(C.int(d.dev))); err != nil {
+		runtime.UnlockOSThread()
 		return fmt.Errorf("cuda: select device %d: %w", d.dev, err)
 	}
 	return nil
 }
 
+// leave ends what enter began.
+func (d *Decoder) leave() { runtime.UnlockOSThread() }
+
 // Close frees the weights, the cache, the workspace and the context.
 func (d *Decoder) Close() error {
 	if d.closed {
 		return nil
+	}
+	if err := d.enter(); err == nil {
+		defer d.leave()
 	}
 	d.closed = true
 	errs := []error{d.dropGraphs(), d.ws.free(), statusErr(C.t2_stream_destroy(d.stream))}
@@ -532,6 +548,7 @@ func (d *Decoder) Step(seqs []gpu.ServeSeq) ([]gpu.Sampled, error) {
 	if err := d.enter(); err != nil {
 		return nil, err
 	}
+	defer d.leave()
 	if err := gpu.ValidateServeStep(d.cfg, d.kv, seqs); err != nil {
 		return nil, err
 	}

@@ -227,6 +227,7 @@ func (b *Backend) forward(mb *gpu.MicroBatch, keep bool) (logp, entropy []float3
 	if err := b.enter(); err != nil {
 		return nil, nil, err
 	}
+	defer b.leave()
 	b.haveForward = false
 	if err := b.uploadBatch(mb); err != nil {
 		return nil, nil, err

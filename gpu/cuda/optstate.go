@@ -44,6 +44,7 @@ func (b *Backend) SaveOptimizerState(dir string) error {
 	if err := b.enter(); err != nil {
 		return err
 	}
+	defer b.leave()
 	if b.stateErr != nil {
 		return fmt.Errorf("cuda: save optimizer state: %w", b.stateErr)
 	}
@@ -76,6 +77,7 @@ func (b *Backend) LoadOptimizerState(dir string) error {
 	if err := b.enter(); err != nil {
 		return err
 	}
+	defer b.leave()
 	if b.shard != nil {
 		return errSharded
 	}

@@ -112,6 +112,7 @@ func (b *Backend) SetProfiling(on bool) error {
 	if err := b.enter(); err != nil {
 		return err
 	}
+	defer b.leave()
 	if b.prof != nil {
 		if err := b.prof.close(); err != nil {
 			return fmt.Errorf("cuda: profiler: %w", err)

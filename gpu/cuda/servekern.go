@@ -158,6 +158,7 @@ func (d *Decoder) fillCacheRandom(seed uint32) error {
 	if err := d.enter(); err != nil {
 		return err
 	}
+	defer d.leave()
 	count := d.cacheBytes() / 2
 	if err := statusErr(C.t2_fill_random_bf16(d.kc, C.size_t(count), C.uint32_t(seed), 1)); err != nil {
 		return err

@@ -51,6 +51,7 @@ func (b *Backend) Shard(rank, world int) (gpu.Shard, error) {
 	if err := b.enter(); err != nil {
 		return gpu.Shard{}, err
 	}
+	defer b.leave()
 	if b.shard != nil {
 		return gpu.Shard{}, fmt.Errorf("cuda: backend is already rank %d of %d", b.shard.Rank, b.shard.World)
 	}
@@ -112,11 +113,14 @@ func (b *Backend) Shard(rank, world int) (gpu.Shard, error) {
 	return sh, nil
 }
 
+// sharded is enter for the shard operations: it also requires Shard to have run. On success the
+// caller holds the pin and must defer leave.
 func (b *Backend) sharded() error {
 	if err := b.enter(); err != nil {
 		return err
 	}
 	if b.shard == nil {
+		b.leave()
 		return errors.New("cuda: backend is not sharded (call Shard first)")
 	}
 	return nil
@@ -143,6 +147,7 @@ func (b *Backend) ShardSumSq() (float64, error) {
 	if err := b.sharded(); err != nil {
 		return 0, err
 	}
+	defer b.leave()
 	var ss C.double
 	if err := statusErr(C.t2_sumsq(&ss, f32p(b.partial), f32p(off(b.grad, b.shard.Lo, 4)), csz(b.shard.Len))); err != nil {
 		return 0, fmt.Errorf("cuda: shard gradient norm: %w", err)
@@ -156,6 +161,7 @@ func (b *Backend) ShardStep(opt gpu.Optimizer, gradScale float64) error {
 	if err := b.sharded(); err != nil {
 		return err
 	}
+	defer b.leave()
 	if err := opt.Validate(); err != nil {
 		return err
 	}
@@ -182,6 +188,7 @@ func (b *Backend) ZeroGrads() error {
 	if err := b.enter(); err != nil {
 		return err
 	}
+	defer b.leave()
 	b.haveForward = false
 	if err := memset0(b.grad, 4*b.total); err != nil {
 		return fmt.Errorf("cuda: zero gradients: %w", err)
@@ -194,6 +201,7 @@ func (b *Backend) ShardState() (gpu.ShardState, error) {
 	if err := b.sharded(); err != nil {
 		return gpu.ShardState{}, err
 	}
+	defer b.leave()
 	n := b.shard.Len
 	st := gpu.ShardState{Master: make([]float32, n), ExpAvg: make([]float32, n), ExpAvgSq: make([]float32, n), Step: b.step}
 	for _, c := range []struct {
@@ -213,6 +221,7 @@ func (b *Backend) SetShardState(st gpu.ShardState) error {
 	if err := b.sharded(); err != nil {
 		return err
 	}
+	defer b.leave()
 	n := b.shard.Len
 	if len(st.Master) != n || len(st.ExpAvg) != n || len(st.ExpAvgSq) != n || st.Step < 0 {
 		return fmt.Errorf("cuda: shard state of %d/%d/%d elements at step %d for a %d-element shard",
