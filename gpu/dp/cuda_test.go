@@ -154,7 +154,7 @@ func shardMaster(t *testing.T, g *Group) *gpu.Weights {
 // TestNCCLWorldOneEqualsPlainCUDA: the NCCL path with one rank (reduce-scatter, all-reduce of the
 // norm, shard AdamW, bf16 all-gather, all through NCCL) takes the plain CUDA backend's steps: the
 // same loss and norm, the same fp32 masters, and bf16 working weights that are those masters
-// rounded; then a sharded checkpoint resumes bit for bit.
+// rounded; then a sharded checkpoint restores the state bit for bit and the next step matches.
 func TestNCCLWorldOneEqualsPlainCUDA(t *testing.T) {
 	v, err := nccl.Version()
 	if err != nil {
@@ -181,13 +181,24 @@ func TestNCCLWorldOneEqualsPlainCUDA(t *testing.T) {
 			t.Logf("step %d: bf16 working weights differ from the rounded masters by %g at %s", k, d, where)
 		}
 	}
+	// Resuming restores the state bit for bit; the step after it equals the uninterrupted one
+	// within 1e-6 (as steps 1 and 2 equal the plain backend's), not bit for bit: the embedding
+	// and RMSNorm weight gradients add with fp32 atomics, whose order varies between runs — the
+	// bit-for-bit comparison passed on the H100 once and failed on the next run.
 	dir := filepath.Join(t.TempDir(), "v2")
 	saveCheckpoint(t, g, dir, gpu.BF16)
-	want, _ := stepGroup(t, g, steps[2])
+	saved := stateOf(t, g)
+	want, wantNorm := stepGroup(t, g, steps[2])
 	r := resumeNCCL(t, dir, 0)
-	got, _ := stepGroup(t, r, steps[2])
-	if got != want || !bitEqual(shardMaster(t, g), shardMaster(t, r)) {
-		t.Fatalf("resumed step: loss %v, uninterrupted %v (or masters differ)", got, want)
+	if diff := saved.diff(stateOf(t, r)); diff != "" {
+		t.Fatalf("resumed: the optimizer state is not the saved one: %s", diff)
+	}
+	got, gotNorm := stepGroup(t, r, steps[2])
+	if !near(got, want, 1e-6) || !near(gotNorm, wantNorm, 1e-6) {
+		t.Fatalf("resumed step: loss %.9g norm %.9g, uninterrupted %.9g %.9g", got, gotNorm, want, wantNorm)
+	}
+	if d, where := maxDiff(shardMaster(t, g), shardMaster(t, r)); d > 1e-6 {
+		t.Fatalf("resumed step: fp32 masters differ from the uninterrupted run's by %g at %s", d, where)
 	}
 }
 
