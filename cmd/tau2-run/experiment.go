@@ -247,17 +247,21 @@ type rewardStat struct {
 }
 
 type grpoStats struct {
-	Steps          int          `json:"steps"`
-	Episodes       int          `json:"episodes"`
-	PerVersion     []rewardStat `json:"reward_per_version"`
-	MeanAbsDiff    []float64    `json:"behav_abs_diff_per_step"`
-	CapFraction    []float64    `json:"behav_cap_fraction_per_step"`
-	TrainSeconds   float64      `json:"train_seconds"`
-	WallSeconds    float64      `json:"wall_seconds"`
-	FinalCkpt      string       `json:"final_checkpoint"`
-	StepsLog       string       `json:"steps_log"`
-	Dataset        string       `json:"dataset"`
-	GeneratedToken float64      `json:"generated_tokens"`
+	Steps    int `json:"steps"`
+	Episodes int `json:"episodes"`
+	// TrainedEpisodes are the episodes the steps trained on; the others of Episodes arrived
+	// after their request went stale (more than max_head_offpolicyness versions behind) or
+	// were still in flight when the stage ended: AReaL's admission generates ahead on purpose.
+	TrainedEpisodes int          `json:"trained_episodes"`
+	PerVersion      []rewardStat `json:"reward_per_version"`
+	MeanAbsDiff     []float64    `json:"behav_abs_diff_per_step"`
+	CapFraction     []float64    `json:"behav_cap_fraction_per_step"`
+	TrainSeconds    float64      `json:"train_seconds"`
+	WallSeconds     float64      `json:"wall_seconds"`
+	FinalCkpt       string       `json:"final_checkpoint"`
+	StepsLog        string       `json:"steps_log"`
+	Dataset         string       `json:"dataset"`
+	GeneratedToken  float64      `json:"generated_tokens"`
 }
 
 func runExperiment(ctx context.Context, cfg expConfig, dir string, out io.Writer) (err error) {
@@ -657,6 +661,7 @@ func (e *experiment) grpoStats(ctx context.Context, ds, ckpt string) error {
 		g.MeanAbsDiff = append(g.MeanAbsDiff, r.Metrics["behav_abs_diff"])
 		g.CapFraction = append(g.CapFraction, r.Metrics["behav_cap_fraction"])
 		g.TrainSeconds += r.Metrics["step_seconds"]
+		g.TrainedEpisodes += int(r.Metrics["episodes"])
 	}
 	if dir, _, ok, _, err := (&checkpoint.Manager{Dir: ckpt, Keep: 3}).Latest(); err == nil && ok {
 		g.FinalCkpt = dir
@@ -696,7 +701,7 @@ func (e *experiment) grpoStats(ctx context.Context, ds, ckpt string) error {
 		}
 		g.PerVersion = append(g.PerVersion, rewardStat{Version: v, Episodes: len(rs), Mean: mean, Std: std})
 	}
-	e.printf("   %d steps, %d episodes; mean reward per policy version:", g.Steps, g.Episodes)
+	e.printf("   %d steps, %d episodes (%d trained on); mean reward per policy version:", g.Steps, g.Episodes, g.TrainedEpisodes)
 	for _, r := range g.PerVersion {
 		e.printf("     v%-3d %4d episodes  %.3f ± %.3f", r.Version, r.Episodes, r.Mean, r.Std)
 	}
@@ -738,7 +743,8 @@ func (e *experiment) writeReport() error {
 	fmt.Fprintf(&s, "| demonstrations (scripted, error rate %g) | %d episodes, success %.3f |\n", e.cfg.AgentErrorRate, r.Demos.Episodes, r.Demos.MeanReward)
 	fmt.Fprintf(&s, "| SFT | %d steps, loss %.3f → %.3f |\n", r.SFT.Steps, r.SFT.FirstLoss, r.SFT.LastLoss)
 	fmt.Fprintf(&s, "| eval before GRPO | avg %.3f, pass^k %v |\n", r.Before.Avg, r.Before.PassK)
-	fmt.Fprintf(&s, "| GRPO | %d steps, %d episodes, train %.0fs of %.0fs |\n", r.GRPO.Steps, r.GRPO.Episodes, r.GRPO.TrainSeconds, r.GRPO.WallSeconds)
+	fmt.Fprintf(&s, "| GRPO | %d steps, %d episodes (%d trained on), train %.0fs of %.0fs |\n", r.GRPO.Steps, r.GRPO.Episodes, r.GRPO.TrainedEpisodes,
+		r.GRPO.TrainSeconds, r.GRPO.WallSeconds)
 	fmt.Fprintf(&s, "| eval after GRPO | avg %.3f, pass^k %v |\n\n", r.After.Avg, r.After.PassK)
 	fmt.Fprintf(&s, "Mean reward per policy version (episode start):\n\n| version | episodes | mean | std |\n|---|---|---|---|\n")
 	for _, v := range r.GRPO.PerVersion {
