@@ -51,7 +51,10 @@ shipped τ² practice is:
 Examples:
   tau2-trainer --config deploy/trainer.yaml
   tau2-trainer model.path=/models/Qwen3-1.7B backend=cuda actor.optimizer.lr=1e-5 batch_size=16
-  tau2-trainer admission.enabled=false max_steps=3   # local smoke run beside tau2-broker (127.0.0.1:9092)
+  # local smoke run beside tau2-broker (127.0.0.1:9092), after tau2-producer's (4 airline tasks × 4
+  # trials of the flawless scripted policy: equal rewards, kept here): one CPU step, about a minute
+  tau2-trainer admission.enabled=false max_steps=1 batch_size=4 group.group_size=4 \
+      actor.advantage.drop_equal_rewards=false model.config=deploy/models/qwen3-tiny/config.json
 
 Supervised fine-tuning from an archived dataset or a release: tau2-trainer sft --help`
 

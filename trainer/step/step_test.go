@@ -1,10 +1,13 @@
 package step
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -288,5 +291,74 @@ func TestShutdownCheckpointsUnsavedSteps(t *testing.T) {
 	_, st, ok, _, _ := (&checkpoint.Manager{Dir: cfg.Checkpoint.Dir, Keep: 1}).Latest()
 	if !ok || st.Version != 1 {
 		t.Fatalf("no checkpoint of the unsaved step at shutdown: %+v", st)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the trainer's goroutine and the test's.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestTrainerSaysWhyItWaits: fed only groups whose members all have the same reward (all
+// filtered), the trainer takes no step and says so at the info level — ready groups against
+// batch_size, the dropped groups by reason, and the option that keeps them — instead of looking
+// hung (the trainer's --help smoke run against a flawless scripted policy did).
+func TestTrainerSaysWhyItWaits(t *testing.T) {
+	cfg := testConfig(t)
+	var msgs []Message
+	for i, task := range []string{"a", "b", "c"} {
+		trajs, err := trajtest.Group(trajtest.Default(), task, uint64(i+1), []float64{1, 1, 1, 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, Message{Trajectories: trajs, Topic: "traj", Partition: 0, Offset: int64(i)})
+	}
+	var logBuf syncBuffer
+	var mu sync.Mutex
+	clock := time.Unix(1_700_000_000, 0)
+	now := func() time.Time { // every reading is 5 s later: the 30 s report comes after a few ticks
+		mu.Lock()
+		defer mu.Unlock()
+		clock = clock.Add(5 * time.Second)
+		return clock
+	}
+	tr, err := New(cfg, Deps{Backend: newBackend(t), Source: newMemSource(msgs), Now: now,
+		Log: slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- tr.Run(ctx) }()
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(logBuf.String(), "waiting for groups") && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	out := logBuf.String()
+	for _, want := range []string{"waiting for groups", "ready_groups=0", "batch_size=2", "dropped_filtered_equal_rewards=3",
+		"drop_equal_rewards=false"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log does not say %q:\n%s", want, out)
+		}
+	}
+	if tr.Step() != 0 {
+		t.Fatalf("took %d steps on filtered groups", tr.Step())
 	}
 }

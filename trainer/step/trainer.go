@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -103,7 +104,14 @@ type Trainer struct {
 	last map[string]float64
 	// progress mirrors step and version for readers on other goroutines.
 	progressStep, progressVersion atomic.Int64
+	// lastProgress is when the trainer last stepped or said why it waits; dropped counts the
+	// groups discarded since then by outcome (reportWaiting).
+	lastProgress time.Time
+	dropped      map[string]int
 }
+
+// waitLogEvery is how often a trainer that takes no step says why at the default log level.
+const waitLogEvery = 30 * time.Second
 
 // New validates cfg and builds a trainer at version 0.
 func New(cfg Config, d Deps) (*Trainer, error) {
@@ -132,7 +140,7 @@ func New(cfg Config, d Deps) (*Trainer, error) {
 	return &Trainer{
 		cfg: cfg, d: d, dtype: dtype,
 		ckpt:    &checkpoint.Manager{Dir: cfg.Checkpoint.Dir, Keep: cfg.Checkpoint.Keep, Log: d.Log},
-		grouper: g, tracker: offsets.New(), resumeFrom: map[offsets.TopicPartition]int64{},
+		grouper: g, tracker: offsets.New(), resumeFrom: map[offsets.TopicPartition]int64{}, dropped: map[string]int{},
 	}, nil
 }
 
@@ -224,6 +232,7 @@ func (t *Trainer) Run(ctx context.Context) error {
 			if err := t.expire(); err != nil {
 				return err
 			}
+			t.reportWaiting()
 		}
 		for len(t.ready) >= t.cfg.BatchSize && (t.cfg.MaxSteps == 0 || t.step < t.cfg.MaxSteps) {
 			if err := t.trainStep(ctx); err != nil {
@@ -294,6 +303,7 @@ func (t *Trainer) discard(m group.Member) error {
 
 func (t *Trainer) discardGroup(g *group.Group, outcome string) error {
 	t.d.Metrics.Groups.WithLabelValues(outcome).Inc()
+	t.dropped[outcome]++
 	for _, m := range g.Members {
 		if err := t.discard(m); err != nil {
 			return err
@@ -365,6 +375,38 @@ func (t *Trainer) admit(ctx context.Context) error {
 	t.d.Metrics.Requests.Add(float64(len(reqs)))
 	t.d.Metrics.LiveRequests.Set(float64(a.Live()))
 	return nil
+}
+
+// reportWaiting logs, at most every waitLogEvery while no step is taken, what the trainer waits
+// for: groups ready of batch_size, incomplete groups, and the groups dropped meanwhile and why.
+// A trainer fed only equal-reward groups (all of them filtered) otherwise looks hung: the
+// filtering is a debug message per group.
+func (t *Trainer) reportWaiting() {
+	now := t.d.Now()
+	if t.lastProgress.IsZero() {
+		t.lastProgress = now
+		return
+	}
+	if now.Sub(t.lastProgress) < waitLogEvery {
+		return
+	}
+	args := []any{"step", t.step, "ready_groups", len(t.ready), "batch_size", t.cfg.BatchSize,
+		"incomplete_groups", t.grouper.OpenGroups(), "waited", now.Sub(t.lastProgress).Round(time.Second)}
+	outcomes := make([]string, 0, len(t.dropped))
+	for o := range t.dropped {
+		outcomes = append(outcomes, o)
+	}
+	slices.Sort(outcomes)
+	for _, o := range outcomes {
+		args = append(args, "dropped_"+o, t.dropped[o])
+	}
+	if t.dropped["filtered_equal_rewards"] > 0 {
+		args = append(args, "hint", "groups whose members all have the same reward carry no GRPO signal and are dropped "+
+			"(actor.advantage.drop_equal_rewards=false keeps them)")
+	}
+	t.d.Log.Info("waiting for groups", args...)
+	t.lastProgress = now
+	clear(t.dropped)
 }
 
 func (t *Trainer) gauges() {
