@@ -29,7 +29,9 @@ type Sharder interface {
 	// FlatLayout describes the flat parameter buffer (the same for every rank of a world).
 	FlatLayout() FlatLayout
 	// Shard makes the backend rank `rank` of `world`, keeping the optimizer state of its shard
-	// (moments already accumulated are kept for that range). It is called once, before training.
+	// (moments already accumulated are kept for that range). It is called once, before training;
+	// a backend built as that rank already (cuda.NewShard, which never holds the whole optimizer
+	// state) returns its shard unchanged.
 	Shard(rank, world int) (Shard, error)
 	// GradBuffer is the full flat fp32 gradient accumulated by Backward since the last step.
 	GradBuffer() collective.Buffer

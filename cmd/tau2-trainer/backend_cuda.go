@@ -16,6 +16,11 @@ func init() {
 		random: func(mc gpu.Config, seed uint64, c *Config) (gpu.Backend, error) {
 			return cuda.NewRandom(mc, seed, c.CUDA)
 		},
+		// A data-parallel rank is built as its shard: the whole fp32 optimizer state of 8B
+		// (137 GiB) fits no single GPU.
+		shard: func(w *gpu.Weights, c *Config, rank, world int) (gpu.Backend, error) {
+			return cuda.NewShard(w, c.CUDA, rank, world)
+		},
 		// One process drives its host's GPUs: one NCCL communicator per device, made here.
 		comms: func(c *Config) ([]collective.Comm, error) {
 			id, err := nccl.UniqueID()

@@ -124,6 +124,11 @@ type backendFactory struct {
 	load   func(dir string, c *Config) (gpu.Backend, error)
 	random func(mc gpu.Config, seed uint64, c *Config) (gpu.Backend, error)
 	comms  func(c *Config) ([]collective.Comm, error)
+	// shard, when set, builds data-parallel rank `rank` of `world` directly from host weights
+	// shared by all the process's ranks, never holding the whole optimizer state on one device
+	// (cuda.NewShard: how an 8B rank fits an 80 GB GPU). Without it a rank is built whole and
+	// gpu/dp shards it.
+	shard func(w *gpu.Weights, c *Config, rank, world int) (gpu.Backend, error)
 }
 
 var backends = map[string]backendFactory{}
@@ -198,6 +203,7 @@ func openBackend(cfg *Config, rt *cli.Runtime) (gpu.Backend, *checkpoint.State, 
 	}
 	// build makes the backend of local rank r (its own device under parallel.devices).
 	var build func(c *Config) (gpu.Backend, error)
+	var randomConfig gpu.Config // the model of random initialisation (neither checkpoint nor model.path)
 	switch {
 	case found:
 		build = func(c *Config) (gpu.Backend, error) { return f.load(dir, c) }
@@ -211,18 +217,41 @@ func openBackend(cfg *Config, rt *cli.Runtime) (gpu.Backend, *checkpoint.State, 
 				return nil, nil, err
 			}
 		}
+		randomConfig = mc
 		rt.Log.Info("starting from random weights", "seed", cfg.Model.Seed, "layers", mc.NumHiddenLayers, "hidden", mc.HiddenSize)
 		build = func(c *Config) (gpu.Backend, error) { return f.random(mc, cfg.Model.Seed, c) }
 	}
 	var be gpu.Backend
 	if cfg.Parallel.enabled() {
-		be, err = openParallel(cfg, rt, f, func(r int) (gpu.Backend, error) {
+		rankConfig := func(r int) *Config {
 			c := *cfg
 			if len(cfg.Parallel.Devices) > 0 {
 				c.CUDA.Device = cfg.Parallel.Devices[r]
 			}
-			return build(&c)
-		})
+			return &c
+		}
+		rankBuild := func(r int) (gpu.Backend, error) { return build(rankConfig(r)) }
+		if f.shard != nil {
+			// One host copy of the weights for every rank, each built as its shard.
+			var w *gpu.Weights
+			switch {
+			case found:
+				w, err = gpu.LoadWeights(dir)
+			case cfg.Model.Path != "":
+				w, err = gpu.LoadWeights(cfg.Model.Path)
+			default:
+				w, err = gpu.NewRandomWeights(randomConfig, cfg.Model.Seed)
+			}
+			if err != nil {
+				if found {
+					return nil, nil, fmt.Errorf("resume from %s: %w", dir, err)
+				}
+				return nil, nil, err
+			}
+			world := cfg.Parallel.rankCount()
+			rankBuild = func(r int) (gpu.Backend, error) { return f.shard(w, rankConfig(r), r, world) }
+		}
+		be, err = openParallel(cfg, rt, f, rankBuild)
 	} else {
 		be, err = build(cfg)
 	}

@@ -46,13 +46,17 @@ func (b *Backend) FlatLayout() gpu.FlatLayout {
 }
 
 // Shard pads param and grad to world equal shards and keeps master, m and v for shard rank only
-// (the values already there for that range are kept).
+// (the values already there for that range are kept). On a backend already rank `rank` of
+// `world` (NewShard) it returns that shard and changes nothing.
 func (b *Backend) Shard(rank, world int) (gpu.Shard, error) {
 	if err := b.enter(); err != nil {
 		return gpu.Shard{}, err
 	}
 	defer b.leave()
 	if b.shard != nil {
+		if b.shard.Rank == rank && b.shard.World == world { // built sharded (NewShard)
+			return *b.shard, nil
+		}
 		return gpu.Shard{}, fmt.Errorf("cuda: backend is already rank %d of %d", b.shard.Rank, b.shard.World)
 	}
 	if b.stateErr != nil {

@@ -88,10 +88,10 @@ func newNCCLGroup(w *gpu.Weights, opt cuda.Options, devices []int) (*Group, erro
 			be.Close()
 		}
 	}
-	for _, dev := range devices {
+	for i, dev := range devices {
 		o := opt
 		o.Device = dev
-		be, err := cuda.New(w, o)
+		be, err := cuda.NewShard(w, o, i, len(devices)) // as tau2-trainer builds its ranks
 		if err != nil {
 			closeAll()
 			return nil, fmt.Errorf("rank on device %d: %w", dev, err)
