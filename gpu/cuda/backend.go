@@ -94,16 +94,10 @@ func checkConfig(c gpu.Config) error {
 
 // New uploads w to the device selected by opt and returns a backend ready to train.
 func New(w *gpu.Weights, opt Options) (*Backend, error) {
-	if err := opt.Validate(); err != nil {
+	b, err := describe(w, opt)
+	if err != nil {
 		return nil, err
 	}
-	if err := w.Check(); err != nil {
-		return nil, fmt.Errorf("cuda: %w", err)
-	}
-	if err := checkConfig(w.Config); err != nil {
-		return nil, err
-	}
-	b := &Backend{cfg: w.Config, opt: opt, specs: gpu.ParamSpecs(w.Config), offs: map[string]int{}}
 	// t2_init selects the device on this thread; every allocation and copy below must follow
 	// on the same thread (see enter).
 	runtime.LockOSThread()
@@ -122,6 +116,21 @@ func New(w *gpu.Weights, opt Options) (*Backend, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// describe checks the weights and options New and NewShard take and returns the backend's
+// host-side description, nothing on the device yet.
+func describe(w *gpu.Weights, opt Options) (*Backend, error) {
+	if err := opt.Validate(); err != nil {
+		return nil, err
+	}
+	if err := w.Check(); err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	if err := checkConfig(w.Config); err != nil {
+		return nil, err
+	}
+	return &Backend{cfg: w.Config, opt: opt, specs: gpu.ParamSpecs(w.Config), offs: map[string]int{}}, nil
 }
 
 // Load builds a backend from a Hugging Face checkpoint directory (config.json + safetensors).

@@ -25,16 +25,10 @@ import (
 // once (the trainer loads a checkpoint once for all its GPUs). The bf16 working weights are made
 // on the device one tensor at a time through a scratch buffer of the largest tensor.
 func NewShard(w *gpu.Weights, opt Options, rank, world int) (*Backend, error) {
-	if err := opt.Validate(); err != nil {
+	b, err := describe(w, opt)
+	if err != nil {
 		return nil, err
 	}
-	if err := w.Check(); err != nil {
-		return nil, fmt.Errorf("cuda: %w", err)
-	}
-	if err := checkConfig(w.Config); err != nil {
-		return nil, err
-	}
-	b := &Backend{cfg: w.Config, opt: opt, specs: gpu.ParamSpecs(w.Config), offs: map[string]int{}}
 	pl := newParamLayout(b.cfg, b.specs)
 	sh, err := gpu.ShardBounds(pl.total, world, rank, shardAlign)
 	if err != nil {
