@@ -194,39 +194,13 @@ func plotReport(cfg *plotConfig, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("plot: %w", err)
 	}
-	var r experimentReport
-	if err := json.Unmarshal(b, &r); err != nil {
-		return fmt.Errorf("plot: %s is not a tau2-run experiment report: %w", cfg.Report, err)
-	}
-	if len(r.GRPO.PerVersion) == 0 {
-		return fmt.Errorf("plot: %s has no reward per policy version (grpo.reward_per_version)", cfg.Report)
-	}
-	if len(r.GRPO.AbsDiff) != len(r.GRPO.Capped) {
-		return fmt.Errorf("plot: %s: %d mismatch values but %d capped fractions", cfg.Report, len(r.GRPO.AbsDiff), len(r.GRPO.Capped))
-	}
-	var in figures.Input
-	for _, v := range r.GRPO.PerVersion {
-		if v.Episodes < 1 || v.Std < 0 {
-			return fmt.Errorf("plot: %s: version %d has %d episodes, std %v", cfg.Report, v.Version, v.Episodes, v.Std)
-		}
-		in.Reward = append(in.Reward, figures.PointFromStats(float64(v.Version), v.Episodes, v.Mean, v.Std))
-	}
-	for i := range r.GRPO.AbsDiff {
-		in.Mismatch = append(in.Mismatch, figures.StepPoint{Step: int64(i + 1), AbsDiff: r.GRPO.AbsDiff[i], CapMasked: r.GRPO.Capped[i]})
-	}
-	for _, e := range []struct {
-		name string
-		k    []float64
-		n    int
-	}{{"before GRPO", r.Before.PassK, r.Before.Tasks}, {"after GRPO", r.After.PassK, r.After.Tasks}} {
-		if len(e.k) > 0 {
-			k := e.k[:min(len(e.k), cfg.MaxK)]
-			in.PassK = append(in.PassK, figures.PassK{Domain: strings.TrimSpace(r.Config.Domain + " " + e.name), PassK: k, Tasks: e.n})
-		}
+	in, demo, err := parseReport(b, cfg.MaxK)
+	if err != nil {
+		return fmt.Errorf("plot: %s: %w", cfg.Report, err)
 	}
 	baseline := cfg.Baseline
-	if baseline == nil && r.Demos.Episodes > 0 {
-		baseline = &r.Demos.MeanReward
+	if baseline == nil {
+		baseline = demo
 	}
 	files, err := figures.Draw(cfg.Out, in, figures.Options{Formats: cfg.Formats, Baseline: baseline, Title: cfg.Title,
 		Width: vg.Length(cfg.WidthCM) * vg.Centimeter, Height: vg.Length(cfg.HeightCM) * vg.Centimeter})
@@ -239,4 +213,46 @@ func plotReport(cfg *plotConfig, out io.Writer) error {
 		fmt.Fprintln(out, "wrote", f)
 	}
 	return nil
+}
+
+// parseReport turns a report.json into the figures' series (pass^k cut to maxK) and the
+// demonstrator's success (nil without demonstrations). A report without reward per version, with
+// a version of no episodes or a negative deviation, or with mismatched per-step lists is an
+// error.
+func parseReport(b []byte, maxK int) (figures.Input, *float64, error) {
+	var in figures.Input
+	var r experimentReport
+	if err := json.Unmarshal(b, &r); err != nil {
+		return in, nil, fmt.Errorf("not a tau2-run experiment report: %w", err)
+	}
+	if len(r.GRPO.PerVersion) == 0 {
+		return in, nil, errors.New("no reward per policy version (grpo.reward_per_version)")
+	}
+	if len(r.GRPO.AbsDiff) != len(r.GRPO.Capped) {
+		return in, nil, fmt.Errorf("%d mismatch values but %d capped fractions", len(r.GRPO.AbsDiff), len(r.GRPO.Capped))
+	}
+	for _, v := range r.GRPO.PerVersion {
+		if v.Episodes < 1 || v.Std < 0 {
+			return in, nil, fmt.Errorf("version %d has %d episodes, std %v", v.Version, v.Episodes, v.Std)
+		}
+		in.Reward = append(in.Reward, figures.PointFromStats(float64(v.Version), v.Episodes, v.Mean, v.Std))
+	}
+	for i := range r.GRPO.AbsDiff {
+		in.Mismatch = append(in.Mismatch, figures.StepPoint{Step: int64(i + 1), AbsDiff: r.GRPO.AbsDiff[i], CapMasked: r.GRPO.Capped[i]})
+	}
+	for _, e := range []struct {
+		name string
+		k    []float64
+		n    int
+	}{{"before GRPO", r.Before.PassK, r.Before.Tasks}, {"after GRPO", r.After.PassK, r.After.Tasks}} {
+		if len(e.k) > 0 {
+			k := e.k[:min(len(e.k), max(maxK, 1))]
+			in.PassK = append(in.PassK, figures.PassK{Domain: strings.TrimSpace(r.Config.Domain + " " + e.name), PassK: k, Tasks: e.n})
+		}
+	}
+	var demo *float64
+	if r.Demos.Episodes > 0 {
+		demo = &r.Demos.MeanReward
+	}
+	return in, demo, nil
 }

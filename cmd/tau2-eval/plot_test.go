@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"image/png"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -187,7 +188,7 @@ func TestPlotReportErrors(t *testing.T) {
 		path, want string
 	}{
 		{filepath.Join(dir, "missing.json"), "missing.json"},
-		{write("text.json", "not json"), "is not a tau2-run experiment report"},
+		{write("text.json", "not json"), "not a tau2-run experiment report"},
 		{write("empty.json", `{"grpo": {}}`), "no reward per policy version"},
 		{write("lengths.json", `{"grpo": {"reward_per_version": [{"version": 0, "episodes": 2, "mean_reward": 0.5, "std": 0.7}], "behav_abs_diff_per_step": [0.1], "behav_cap_fraction_per_step": []}}`), "1 mismatch values but 0"},
 		{write("zero.json", `{"grpo": {"reward_per_version": [{"version": 4, "episodes": 0, "mean_reward": 0.5, "std": 0}]}}`), "version 4 has 0 episodes"},
@@ -198,4 +199,36 @@ func TestPlotReportErrors(t *testing.T) {
 			t.Errorf("%s: err %v, want %q", filepath.Base(c.path), err, c.want)
 		}
 	}
+}
+
+// FuzzParseReport: report.json comes from another machine; parsing must never panic, and what it
+// accepts has a reward point per version with a band around its mean and equal-length series.
+func FuzzParseReport(f *testing.F) {
+	b, err := os.ReadFile("testdata/report/report.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b, 4)
+	f.Add([]byte(`{"grpo": {"reward_per_version": [{"version": 0, "episodes": 1, "mean_reward": 0.5, "std": 0}]}}`), 1)
+	f.Add([]byte(`{"grpo": {"reward_per_version": []}}`), 0)
+	f.Add([]byte(`[]`), 8)
+	f.Fuzz(func(t *testing.T, data []byte, maxK int) {
+		in, _, err := parseReport(data, maxK)
+		if err != nil {
+			return
+		}
+		if len(in.Reward) == 0 {
+			t.Fatal("accepted a report without reward points")
+		}
+		for _, p := range in.Reward {
+			if p.N < 1 || !(p.Lo <= p.Y && p.Y <= p.Hi) && !math.IsNaN(p.Y) {
+				t.Fatalf("point %+v", p)
+			}
+		}
+		for _, pk := range in.PassK {
+			if len(pk.PassK) == 0 || len(pk.PassK) > max(maxK, 1) {
+				t.Fatalf("pass^k %v with max_k %d", pk.PassK, maxK)
+			}
+		}
+	})
 }
