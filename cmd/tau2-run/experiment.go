@@ -27,19 +27,20 @@ import (
 
 const experimentUsage = `tau2-run experiment — does the loop learn? SFT, then GRPO, measured (issue 12; docs/LEARNING.md)
 
-Runs, each binary its own process on an embedded broker, in 'dir'/<timestamp>/:
-  1. demonstrations: tau2-producer self_driven.* plays the selected tasks of domain/split
-     (task_ids, else the split; write_tasks_only, default true, keeps those with a
-     state-changing expected action; 'tasks' keeps the first n) demo_trials times with the SCRIPTED policy (tau2-scripted-llm at agent_error_rate) against
-     the scripted user simulator; tau2-archiver writes them (demos/); tau2-archiver release cuts
-     release/;
+Runs, each binary its own process beside one tau2-broker, in 'dir'/<timestamp>/:
+  0. tasks: one list for every stage — domain/split, restricted to task_ids when set, to the
+     tasks with a state-changing expected action (write_tasks_only, default true), and to the
+     first 'tasks';
+  1. demonstrations: tau2-producer self_driven.* plays them demo_trials times with the SCRIPTED
+     policy (tau2-scripted-llm at agent_error_rate) against the scripted user simulator;
+     tau2-archiver writes them (demos/); tau2-archiver release cuts release/;
   2. SFT: tau2-trainer sft on every demonstration (so it imitates the demonstrator's mistakes
      too), from random weights of model_config (or model_path), on backend cpu|cuda → sft/v<N>;
   3. evaluation before: tau2-eval run, the same tasks, eval_trials trials → pass^1..pass^k;
   4. GRPO: tau2-trainer (model.path = the SFT checkpoint, AReaL's τ² settings: group_size 8,
      max_head_offpolicyness 2, decoupled loss, eps_clip 0.4, behav_imp_weight_cap 5) with
      tau2-producer, tau2-archiver (grpo/) and the policy server, reloaded after every step, for
-     grpo_steps steps;
+     grpo_steps steps or grpo_time, whichever ends first;
   5. evaluation after, as in 3;
   6. report.md and report.json: demonstration success, SFT loss, pass^k before/after, mean reward
      per policy version, the train/inference log-prob mismatch, time split; and the figures of
@@ -68,7 +69,7 @@ type expConfig struct {
 	// TaskIDs restricts every stage to these tasks of the split (empty = the whole split).
 	TaskIDs []string `yaml:"task_ids"`
 	// WriteTasksOnly keeps the tasks whose expected actions change the database (default
-	// true): on the others (16 of airline's 30 train tasks) no mistake of the scripted
+	// true): on the others (17 of airline's 30 train tasks) no mistake of the scripted
 	// demonstrator changes the reward, so they only dilute the signal.
 	WriteTasksOnly bool `yaml:"write_tasks_only"`
 	// Tasks keeps the first n of the selected tasks (0 = all). Demonstrations, evaluations and
