@@ -53,10 +53,7 @@ run: deps build assets
 # learn is the learning experiment on one GPU (docs/LEARNING.md): demonstrations → SFT → GRPO with
 # tau2-sampler and the CUDA trainer → pass^k before/after → report and figures in run/<time>/.
 # learn-cpu runs every stage at a tiny scale on the pure-Go backend with the scripted stand-in.
-learn: deps build gpu-trainer
-	@if [ -d cmd/tau2-sampler ]; then \
-	  CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(CGO_LDFLAGS)" $(GO) build -tags cuda -o $(BIN)/tau2-sampler ./cmd/tau2-sampler || exit 1; \
-	else echo "cmd/tau2-sampler is missing: policy=sampler needs it"; exit 1; fi
+learn: deps build gpu-trainer gpu-sampler
 	@$(BIN)/tau2-run experiment bin=$(BIN) policy=sampler backend=cuda $(LEARN_ARGS)
 
 learn-cpu: deps build
