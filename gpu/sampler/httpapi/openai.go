@@ -148,43 +148,28 @@ func (s *Server) vllmLogprobs(res sampler.Result, asIDs bool) map[string]any {
 
 // chatRequest is the OpenAI chat request subset the server reads.
 type chatRequest struct {
-	Model               string            `json:"model"`
-	Messages            []chatMsg         `json:"messages"`
-	Tools               []json.RawMessage `json:"tools"`
-	ToolChoice          json.RawMessage   `json:"tool_choice"`
-	MaxTokens           *int              `json:"max_tokens"`
-	MaxCompletionTokens *int              `json:"max_completion_tokens"`
-	Temperature         *float64          `json:"temperature"`
-	TopP                *float64          `json:"top_p"`
-	TopK                *int              `json:"top_k"`
-	MinP                *float64          `json:"min_p"`
-	Stop                json.RawMessage   `json:"stop"`
-	StopTokenIDs        []int64           `json:"stop_token_ids"`
-	Seed                *int64            `json:"seed"`
-	Logprobs            bool              `json:"logprobs"`
-	TopLogprobs         *int              `json:"top_logprobs"`
-	N                   *int              `json:"n"`
-	Stream              bool              `json:"stream"`
-	ReturnTokenIDs      *bool             `json:"return_token_ids"`
-	Rid                 string            `json:"rid"`
+	Model               string                     `json:"model"`
+	Messages            []chattemplate.WireMessage `json:"messages"`
+	Tools               []json.RawMessage          `json:"tools"`
+	ToolChoice          json.RawMessage            `json:"tool_choice"`
+	MaxTokens           *int                       `json:"max_tokens"`
+	MaxCompletionTokens *int                       `json:"max_completion_tokens"`
+	Temperature         *float64                   `json:"temperature"`
+	TopP                *float64                   `json:"top_p"`
+	TopK                *int                       `json:"top_k"`
+	MinP                *float64                   `json:"min_p"`
+	Stop                json.RawMessage            `json:"stop"`
+	StopTokenIDs        []int64                    `json:"stop_token_ids"`
+	Seed                *int64                     `json:"seed"`
+	Logprobs            bool                       `json:"logprobs"`
+	TopLogprobs         *int                       `json:"top_logprobs"`
+	N                   *int                       `json:"n"`
+	Stream              bool                       `json:"stream"`
+	ReturnTokenIDs      *bool                      `json:"return_token_ids"`
+	Rid                 string                     `json:"rid"`
 	ChatTemplateKwargs  struct {
 		EnableThinking *bool `json:"enable_thinking"`
 	} `json:"chat_template_kwargs"`
-}
-
-type chatMsg struct {
-	Role             string          `json:"role"`
-	Content          json.RawMessage `json:"content"`
-	ReasoningContent *string         `json:"reasoning_content"`
-	ToolCallID       string          `json:"tool_call_id"`
-	ToolCalls        []struct {
-		ID       string `json:"id"`
-		Type     string `json:"type"`
-		Function struct {
-			Name      string          `json:"name"`
-			Arguments json.RawMessage `json:"arguments"`
-		} `json:"function"`
-	} `json:"tool_calls"`
 }
 
 // chat is OpenAI's POST /v1/chat/completions: the messages and tools are rendered with Qwen3's
@@ -228,18 +213,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		parseTools = parseTools && choice == "auto"
 	}
-	msgs := make([]chattemplate.Message, len(req.Messages))
-	for i, m := range req.Messages {
-		text, err := chattemplate.ContentText(m.Content)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("messages[%d]: %v", i, err))
-			return
-		}
-		msgs[i] = chattemplate.Message{Role: m.Role, Content: text, ReasoningContent: m.ReasoningContent, ToolCallID: m.ToolCallID}
-		for _, tc := range m.ToolCalls {
-			msgs[i].ToolCalls = append(msgs[i].ToolCalls, chattemplate.ToolCall{ID: tc.ID, Type: tc.Type,
-				Function: chattemplate.FunctionCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments}})
-		}
+	msgs, err := chattemplate.FromWire(req.Messages)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
 	}
 	for i, t := range req.Tools {
 		if !json.Valid(t) || bytes.TrimSpace(t)[0] != '{' {

@@ -40,3 +40,29 @@ func ContentText(raw json.RawMessage) (string, error) {
 	}
 	return b.String(), nil
 }
+
+// WireMessage is one message of an OpenAI chat request as a server receives it: content still
+// raw (ContentText reads it) and tool-call arguments as sent (a JSON string, as OpenAI clients
+// send them, or an object; FunctionCall renders both).
+type WireMessage struct {
+	Role             string          `json:"role"`
+	Content          json.RawMessage `json:"content"`
+	ReasoningContent *string         `json:"reasoning_content"`
+	ToolCallID       string          `json:"tool_call_id"`
+	ToolCalls        []ToolCall      `json:"tool_calls"`
+}
+
+// FromWire reads a chat request's messages into the template's: the servers that render
+// OpenAI chat requests with Qwen3's template (tau2-sampler, the scripted test server) accept and
+// refuse the same messages. An error names the message ("messages[2]: …").
+func FromWire(wire []WireMessage) ([]Message, error) {
+	msgs := make([]Message, len(wire))
+	for i, m := range wire {
+		text, err := ContentText(m.Content)
+		if err != nil {
+			return nil, fmt.Errorf("messages[%d]: %v", i, err)
+		}
+		msgs[i] = Message{Role: m.Role, Content: text, ReasoningContent: m.ReasoningContent, ToolCallID: m.ToolCallID, ToolCalls: m.ToolCalls}
+	}
+	return msgs, nil
+}

@@ -31,3 +31,31 @@ func TestContentText(t *testing.T) {
 		}
 	}
 }
+
+func TestFromWire(t *testing.T) {
+	var wire []WireMessage
+	if err := json.Unmarshal([]byte(`[
+		{"role": "system", "content": "S"},
+		{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+		{"role": "assistant", "content": null, "reasoning_content": "r",
+		 "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"x\": 1}"}},
+		                {"id": "c2", "type": "function", "function": {"name": "g", "arguments": {"y": 2}}}]},
+		{"role": "tool", "tool_call_id": "c1", "content": "ok"}]`), &wire); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := FromWire(wire)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msgs[1].Content != "ab" || msgs[2].Content != "" || *msgs[2].ReasoningContent != "r" || msgs[3].ToolCallID != "c1" {
+		t.Fatalf("messages %+v", msgs)
+	}
+	tc := msgs[2].ToolCalls
+	if len(tc) != 2 || tc[0].Function.Name != "f" || string(tc[0].Function.Arguments) != `"{\"x\": 1}"` || string(tc[1].Function.Arguments) != `{"y": 2}` {
+		t.Fatalf("tool calls %+v", tc)
+	}
+	bad := append(wire[:1:1], WireMessage{Role: "user", Content: json.RawMessage(`[{"type": "image_url"}]`)})
+	if _, err := FromWire(bad); err == nil || !strings.Contains(err.Error(), "messages[1]: content part 0") {
+		t.Fatalf("image part: %v", err)
+	}
+}

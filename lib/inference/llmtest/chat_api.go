@@ -12,36 +12,21 @@ import (
 
 // chatRequest is the part of an OpenAI chat request the server reads.
 type chatRequest struct {
-	Model               string            `json:"model"`
-	Messages            []chatMessage     `json:"messages"`
-	Tools               []json.RawMessage `json:"tools"`
-	MaxTokens           *int              `json:"max_tokens"`
-	MaxCompletionTokens *int              `json:"max_completion_tokens"`
-	Temperature         *float64          `json:"temperature"`
-	Logprobs            bool              `json:"logprobs"`
-	TopLogprobs         *int              `json:"top_logprobs"`
-	Stream              bool              `json:"stream"`
-	N                   *int              `json:"n"`
-	StopTokenIDs        []int32           `json:"stop_token_ids"`
-	ReturnTokenIDs      *bool             `json:"return_token_ids"`
+	Model               string                     `json:"model"`
+	Messages            []chattemplate.WireMessage `json:"messages"`
+	Tools               []json.RawMessage          `json:"tools"`
+	MaxTokens           *int                       `json:"max_tokens"`
+	MaxCompletionTokens *int                       `json:"max_completion_tokens"`
+	Temperature         *float64                   `json:"temperature"`
+	Logprobs            bool                       `json:"logprobs"`
+	TopLogprobs         *int                       `json:"top_logprobs"`
+	Stream              bool                       `json:"stream"`
+	N                   *int                       `json:"n"`
+	StopTokenIDs        []int32                    `json:"stop_token_ids"`
+	ReturnTokenIDs      *bool                      `json:"return_token_ids"`
 	ChatTemplateKwargs  struct {
 		EnableThinking *bool `json:"enable_thinking"`
 	} `json:"chat_template_kwargs"`
-}
-
-type chatMessage struct {
-	Role             string          `json:"role"`
-	Content          json.RawMessage `json:"content"`
-	ReasoningContent *string         `json:"reasoning_content"`
-	ToolCallID       string          `json:"tool_call_id"`
-	ToolCalls        []struct {
-		ID       string `json:"id"`
-		Type     string `json:"type"`
-		Function struct {
-			Name      string          `json:"name"`
-			Arguments json.RawMessage `json:"arguments"`
-		} `json:"function"`
-	} `json:"tool_calls"`
 }
 
 // chat serves POST /v1/chat/completions with tools, tool calls and
@@ -68,18 +53,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "tools must not be an empty list")
 		return
 	}
-	msgs := make([]chattemplate.Message, len(req.Messages))
-	for i, m := range req.Messages {
-		text, err := chattemplate.ContentText(m.Content)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("messages[%d]: %v", i, err))
-			return
-		}
-		msgs[i] = chattemplate.Message{Role: m.Role, Content: text, ReasoningContent: m.ReasoningContent, ToolCallID: m.ToolCallID}
-		for _, tc := range m.ToolCalls {
-			msgs[i].ToolCalls = append(msgs[i].ToolCalls, chattemplate.ToolCall{ID: tc.ID, Type: tc.Type,
-				Function: chattemplate.FunctionCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments}})
-		}
+	msgs, err := chattemplate.FromWire(req.Messages)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
 	}
 	opts := chattemplate.Options{Tools: req.Tools, AddGenerationPrompt: true, EnableThinking: req.ChatTemplateKwargs.EnableThinking}
 	prompt, err := chattemplate.Render(msgs, opts)
