@@ -251,6 +251,17 @@ func (l *Leader) Close() error {
 	return nil
 }
 
+// Drop closes the connections without a goodbye: the leader failed, and the followers must fail
+// too (so a supervisor restarts every host).
+func (l *Leader) Drop() {
+	if l.closed {
+		return
+	}
+	l.closed = true
+	l.fail(errors.New("feed: dropped"))
+	l.closeConns()
+}
+
 func (l *Leader) closeConns() {
 	for _, p := range l.peers {
 		if p != nil {

@@ -257,7 +257,7 @@ func TestAckTimeout(t *testing.T) {
 
 func TestLeaderGoneWithoutGoodbye(t *testing.T) {
 	l, fs := pair(t, 2, Options{})
-	l.closeConns()
+	l.Drop()
 	if _, err := fs[0].Recv(); err == nil || errors.Is(err, ErrBye) {
 		t.Fatalf("recv: %v", err)
 	}
