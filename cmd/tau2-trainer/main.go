@@ -43,6 +43,12 @@ Face Qwen3 checkpoint) or a random initialisation (model.config, default a tiny 
 backend: cpu (pure Go reference; small models) or cuda (only in binaries built with -tags cuda).
 parallel.devices=[0,1,…] trains on several GPUs of the host (data parallel, sharded optimizer state,
 NCCL; run with NCCL_NVLS_ENABLE=0; docs/MULTIGPU.md); the job stays one consumer-group member.
+Several hosts: one tau2-trainer per host with the same settings and parallel.hosts=H
+parallel.host_rank=h parallel.feed_addr=HOST0:PORT. Host 0 is the trainer and listens on feed_addr;
+hosts 1…H−1 read no Kafka: they dial it, take each step's data and write their optimizer shards
+into checkpoint.dir, which must be a file system every host sees at the same path. A follower that
+fails fails the leader's step (every host restarts); a clean leader shutdown ends the followers
+with status 0. backend cuda only; NCCL across hosts is untested (docs/MULTIGPU.md, "Several hosts").
 
 Advantages default to GRPO (group mean baseline ÷ group std, equal-reward groups dropped). AReaL's
 shipped τ² practice is:
