@@ -48,8 +48,10 @@ type ParallelConfig struct {
 	// unique id travels in the feed's welcome, so no other port is needed.
 	FeedAddr string `yaml:"feed_addr"`
 	// FeedTimeout bounds how long the leader waits for every follower to connect at start, and
-	// a follower for the leader; and how long the leader waits for a follower's acknowledgement
-	// after its own part of a step or checkpoint. Default 10m.
+	// a follower for the leader; how long one update (or restore) may take on the leader before
+	// it gives up on hosts that never join its collectives (a stuck host: NCCL would wait
+	// forever), so it must exceed the longest step; and how long the leader waits for a
+	// follower's acknowledgement after its own part. Default 10m.
 	FeedTimeout time.Duration `yaml:"feed_timeout"`
 }
 

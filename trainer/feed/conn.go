@@ -147,6 +147,12 @@ func (l *Leader) readAcks(p *peer) {
 			l.fail(fmt.Errorf("feed: host %d sent a %s message, want ack", p.host, m.Kind))
 			return
 		}
+		if m.Err != "" {
+			// A follower that failed stops (its ranks left the world): fail now, so a leader
+			// waiting in a collective for its ranks is freed by its watcher, not only its Wait.
+			l.fail(fmt.Errorf("feed: host %d: %s", p.host, m.Err))
+			return
+		}
 		select {
 		case p.acks <- m:
 		case <-l.failed:
@@ -174,6 +180,10 @@ func (l *Leader) Err() error {
 		return nil
 	}
 }
+
+// Timeout is Options.AckTimeout: also the longest a leader waits inside one request's
+// collectives for the followers' ranks before it gives up on them.
+func (l *Leader) Timeout() time.Duration { return l.opt.AckTimeout }
 
 // Hosts is the number of hosts, the leader included.
 func (l *Leader) Hosts() int { return len(l.peers) + 1 }
@@ -218,9 +228,6 @@ func (l *Leader) Wait(seq uint64) ([]*Message, error) {
 				err := fmt.Errorf("feed: host %d acknowledged request %d, want %d", p.host, m.Seq, seq)
 				l.fail(err)
 				return nil, err
-			}
-			if m.Err != "" {
-				return nil, fmt.Errorf("feed: host %d: %s", p.host, m.Err)
 			}
 			out[i] = m
 		case <-l.failed:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"time"
 
 	"tau2rl/gpu/dp"
 	"tau2rl/lib/logs"
@@ -40,7 +41,7 @@ func (t *Trainer) updateHosts(g *dp.Group, p *prefixtree.Packing, seqs []loss.Se
 		g.Abort(err)
 		return loss.Stats{}, 0, err
 	}
-	stop := t.watchFollowers(g)
+	stop := watchFollowers(l, g)
 	stats, gradNorm, err := t.updateParallel(g, p, seqs)
 	stop()
 	if err != nil {
@@ -61,15 +62,21 @@ func (t *Trainer) updateHosts(g *dp.Group, p *prefixtree.Packing, seqs []loss.Se
 	return stats, gradNorm, nil
 }
 
-// watchFollowers aborts g when a follower fails before stop is called.
-func (t *Trainer) watchFollowers(g *dp.Group) (stop func()) {
+// watchFollowers aborts g, whose ranks may be waiting in a collective for the followers' ranks,
+// when a follower fails or the request has not finished within the feed's timeout (a host is
+// stuck: NCCL itself would wait forever), until stop is called.
+func watchFollowers(l *feed.Leader, g *dp.Group) (stop func()) {
 	done := make(chan struct{})
 	exited := make(chan struct{})
 	go func() {
 		defer close(exited)
+		timer := time.NewTimer(l.Timeout())
+		defer timer.Stop()
 		select {
-		case <-t.d.Feed.Failed():
-			g.Abort(t.d.Feed.Err())
+		case <-l.Failed():
+			g.Abort(l.Err())
+		case <-timer.C:
+			g.Abort(fmt.Errorf("feed: the hosts did not finish the request within %v (a host is stuck?)", l.Timeout()))
 		case <-done:
 		}
 	}()
@@ -117,7 +124,12 @@ func LoadOptimizerHosts(m *checkpoint.Manager, dir string, st checkpoint.State, 
 	if err != nil {
 		return false, err
 	}
+	stop := watchFollowers(l, g)
 	ok, err := m.LoadOptimizer(abs, st, g)
+	stop()
+	if ferr := l.Err(); err != nil && ferr != nil {
+		return false, fmt.Errorf("%w (local ranks: %v)", ferr, err)
+	}
 	if err != nil {
 		g.Abort(err) // the followers may be waiting in the all-gather
 		return false, err

@@ -231,3 +231,51 @@ func TestFollowerLostFailsTheLeader(t *testing.T) {
 		t.Fatal("the leader hangs after losing its follower")
 	}
 }
+
+// TestStuckFollowerTimesOut: a follower host that stays connected but never takes part (its
+// ranks never join the step's collectives) does not hang the leader: the step is aborted after
+// the feed's timeout with an error that says so.
+func TestStuckFollowerTimesOut(t *testing.T) {
+	w, err := gpu.NewRandomWeights(gpu.TinyConfig(), 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lg, _ := twoHosts(t, w)
+	opt := feed.Options{AckTimeout: 300 * time.Millisecond}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc := make(chan *feed.Leader, 1)
+	go func() {
+		l, err := feed.Accept(ctx, ln, "test-job", 2, "", nil, opt)
+		if err != nil {
+			t.Error(err)
+		}
+		acc <- l
+	}()
+	f, err := feed.Dial(ctx, ln.Addr().String(), "test-job", 1, 10*time.Millisecond, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close() // connected, never reads: stuck
+	l := <-acc
+	defer l.Close()
+	cfg := testConfig(t)
+	tr, err := New(cfg, Deps{Backend: lg, Feed: l, Source: newMemSource(groupMessages(t, []string{"0", "1"}, 0, 0))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan error, 1)
+	go func() { res <- tr.Run(ctx) }()
+	select {
+	case err := <-res:
+		if err == nil || !strings.Contains(err.Error(), "did not finish the request within 300ms") {
+			t.Fatalf("leader's error %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the leader hangs on a stuck follower")
+	}
+}
