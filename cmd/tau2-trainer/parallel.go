@@ -240,7 +240,7 @@ func openLeader(ctx context.Context, cfg *Config, rt *cli.Runtime) (gpu.Backend,
 	}
 	be, err := buildBackend(cfg, rt, f, dir, found, cfg.Parallel.hostWorld(id))
 	if err != nil {
-		l.Close()
+		l.Drop() // the followers fail too (no goodbye), so a supervisor restarts every host
 		return nil, nil, nil, err
 	}
 	if !found {
@@ -248,7 +248,7 @@ func openLeader(ctx context.Context, cfg *Config, rt *cli.Runtime) (gpu.Backend,
 	}
 	restored, err := step.LoadOptimizerHosts(m, dir, st, be.(*dp.Group), l)
 	if err != nil {
-		l.Close()
+		l.Drop()
 		be.Close()
 		return nil, nil, nil, fmt.Errorf("resume from %s: %w", dir, err)
 	}
