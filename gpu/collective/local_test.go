@@ -6,13 +6,25 @@ import (
 	"testing"
 )
 
-// onRanks runs f on every rank of an n-rank in-process communicator concurrently.
+// worlds are the communicators every conformance test runs on.
+var worlds = []struct {
+	name string
+	make func(t *testing.T, n int) []Comm
+}{
+	{"local", func(t *testing.T, n int) []Comm {
+		comms, err := NewLocal(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return comms
+	}},
+	{"tcp", tcpWorld},
+}
+
+// onRanks runs f on every rank of an n-rank communicator of the current world concurrently.
 func onRanks(t *testing.T, n int, f func(c Comm) error) []error {
 	t.Helper()
-	comms, err := NewLocal(n)
-	if err != nil {
-		t.Fatal(err)
-	}
+	comms := currentWorld(t, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r, c := range comms {
@@ -22,7 +34,21 @@ func onRanks(t *testing.T, n int, f func(c Comm) error) []error {
 	return errs
 }
 
+// currentWorld makes the communicator named by the subtest (see eachWorld).
+var currentWorld func(t *testing.T, n int) []Comm
+
+// eachWorld runs test once per communicator implementation.
+func eachWorld(t *testing.T, test func(t *testing.T)) {
+	for _, w := range worlds {
+		t.Run(w.name, func(t *testing.T) {
+			currentWorld = w.make
+			test(t)
+		})
+	}
+}
+
 func TestLocalCollectives(t *testing.T) {
+	eachWorld(t, func(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 4} {
 		const shard = 5
 		got := make([][]float32, n)
@@ -79,9 +105,11 @@ func TestLocalCollectives(t *testing.T) {
 			}
 		}
 	}
+	})
 }
 
 func TestLocalMismatchFailsEveryRank(t *testing.T) {
+	eachWorld(t, func(t *testing.T) {
 	errs := onRanks(t, 3, func(c Comm) error {
 		buf := make([]float32, 4+c.Rank()%2) // rank 1 brings a different length
 		return c.AllReduceSum(HostBuffer(buf))
@@ -91,9 +119,11 @@ func TestLocalMismatchFailsEveryRank(t *testing.T) {
 			t.Fatalf("rank %d: err = %v, want a mismatch error", r, err)
 		}
 	}
+	})
 }
 
 func TestLocalCloseReleasesWaiters(t *testing.T) {
+	eachWorld(t, func(t *testing.T) {
 	errs := onRanks(t, 3, func(c Comm) error {
 		if c.Rank() == 2 {
 			return c.Close() // leaves the others inside the collective
@@ -105,6 +135,7 @@ func TestLocalCloseReleasesWaiters(t *testing.T) {
 			t.Fatalf("rank %d: a collective with a closed rank succeeded", r)
 		}
 	}
+	})
 }
 
 func TestLocalRejectsBadArguments(t *testing.T) {
