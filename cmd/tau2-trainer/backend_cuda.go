@@ -31,7 +31,7 @@ func init() {
 		},
 		// Several hosts (untested: no multi-host machine yet): host 0 makes the id and sends it
 		// in the step feed's welcome; every host joins its devices as its block of global ranks.
-		commID: nccl.UniqueID,
+		commID: func(*Config) ([]byte, error) { return nccl.UniqueID() },
 		hostComms: func(c *Config, id []byte, firstRank, world int) ([]collective.Comm, error) {
 			return nccl.NewHost(id, firstRank, world, c.Parallel.Devices)
 		},

@@ -48,7 +48,8 @@ parallel.host_rank=h parallel.feed_addr=HOST0:PORT. Host 0 is the trainer and li
 hosts 1…H−1 read no Kafka: they dial it, take each step's data and write their optimizer shards
 into checkpoint.dir, which must be a file system every host sees at the same path. A follower that
 fails fails the leader's step (every host restarts); a clean leader shutdown ends the followers
-with status 0. backend cuda only; NCCL across hosts is untested (docs/MULTIGPU.md, "Several hosts").
+with status 0. backend cuda: NCCL across hosts (untested); cpu: parallel.ranks per host joined by a
+TCP hub in host 0's process (smoke runs). docs/MULTIGPU.md, "Several hosts".
 
 Advantages default to GRPO (group mean baseline ÷ group std, equal-reward groups dropped). AReaL's
 shipped τ² practice is:
@@ -135,7 +136,7 @@ type backendFactory struct {
 	// followers in the step feed's welcome), and hostComms joins this host's ranks
 	// firstRank … firstRank+len(devices)−1 of a world of the given size with it. Both nil: the
 	// backend cannot train across hosts.
-	commID    func() ([]byte, error)
+	commID    func(c *Config) ([]byte, error)
 	hostComms func(c *Config, id []byte, firstRank, world int) ([]collective.Comm, error)
 	// shard, when set, builds data-parallel rank `rank` of `world` directly from host weights
 	// shared by all the process's ranks, never holding the whole optimizer state on one device

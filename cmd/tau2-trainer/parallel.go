@@ -37,8 +37,9 @@ type ParallelConfig struct {
 	// leader) is the normal trainer (Kafka, admission, checkpoints, offsets); hosts 1 … Hosts−1
 	// (followers) take each update's inputs from it over the step feed (trainer/feed) and write
 	// their optimizer shards into its checkpoint directory, which every host must see at the same
-	// path (a shared file system). Backend cuda only (the cpu backend has no collective between
-	// processes). docs/MULTIGPU.md, "Several hosts".
+	// path (a shared file system). Backend cuda: NCCL across hosts; cpu: parallel.ranks ranks per
+	// host (default 1) joined by a TCP hub in the leader's process (gpu/collective ServeHub), for
+	// small models and tests. docs/MULTIGPU.md, "Several hosts".
 	Hosts int `yaml:"hosts"`
 	// HostRank is this host's rank in [0, Hosts): its ranks are global ranks
 	// HostRank·local … (HostRank+1)·local − 1. Default 0.
@@ -56,7 +57,7 @@ type ParallelConfig struct {
 }
 
 // enabled reports whether the trainer runs a dp.Group.
-func (p ParallelConfig) enabled() bool { return len(p.Devices) > 0 || p.Ranks > 1 }
+func (p ParallelConfig) enabled() bool { return len(p.Devices) > 0 || p.Ranks > 1 || p.Hosts > 1 }
 
 // multiHost reports whether the world spans several hosts.
 func (p ParallelConfig) multiHost() bool { return p.Hosts > 1 }
@@ -85,9 +86,7 @@ func (p ParallelConfig) validate(backend, dtype string) error {
 	}
 	if p.multiHost() {
 		switch {
-		case backend != "cuda":
-			return fmt.Errorf("parallel.hosts %d: training across hosts needs backend cuda (NCCL); the %s backend has no collective between processes", p.Hosts, backend)
-		case len(p.Devices) == 0:
+		case backend == "cuda" && len(p.Devices) == 0:
 			return fmt.Errorf("parallel.hosts %d needs parallel.devices (this host's GPUs, the same count on every host)", p.Hosts)
 		case p.ShardParameters:
 			return fmt.Errorf("parallel.shard_parameters with parallel.hosts > 1 is not supported: saving and plain passes need every rank in one process")
@@ -113,7 +112,7 @@ func (p ParallelConfig) rankCount() int {
 	if len(p.Devices) > 0 {
 		return len(p.Devices)
 	}
-	return p.Ranks
+	return max(p.Ranks, 1)
 }
 
 // openParallel builds one backend per local rank with build (concurrently: each loads the same
@@ -223,7 +222,7 @@ func openLeader(ctx context.Context, cfg *Config, rt *cli.Runtime) (gpu.Backend,
 			return nil, nil, nil, err
 		}
 	}
-	id, err := f.commID()
+	id, err := f.commID(cfg)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -293,4 +292,45 @@ func runFollower(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
 		return nil
 	}
 	return err
+}
+
+// hubComms joins this host's cpu ranks to the leader's TCP hub, whose address is the id.
+func hubComms(c *Config, id []byte, firstRank, world int) ([]collective.Comm, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.Parallel.feedTimeout())
+	defer cancel()
+	comms := make([]collective.Comm, 0, c.Parallel.rankCount())
+	for r := range c.Parallel.rankCount() {
+		cm, err := collective.DialHub(ctx, string(id), c.ConsumerGroup, firstRank+r, world, 100*time.Millisecond)
+		if err != nil {
+			for _, x := range comms {
+				x.Close()
+			}
+			return nil, err
+		}
+		comms = append(comms, cm)
+	}
+	return comms, nil
+}
+
+// serveHub starts the TCP hub of a cpu world spanning several hosts in the leader's process and
+// returns its address as the followers reach it (feed_addr's host, the hub's own port). The hub
+// ends when the ranks leave.
+func serveHub(c *Config) ([]byte, error) {
+	host, _, err := net.SplitHostPort(c.Parallel.FeedAddr)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return nil, fmt.Errorf("collective hub: %w", err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	world := c.Parallel.Hosts * c.Parallel.rankCount()
+	go func() {
+		// The ranks connect once the followers are welcomed and have built their backends.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*c.Parallel.feedTimeout())
+		defer cancel()
+		collective.ServeHub(ctx, ln, c.ConsumerGroup, world)
+	}()
+	return []byte(net.JoinHostPort(host, port)), nil
 }
