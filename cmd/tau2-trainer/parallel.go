@@ -189,8 +189,13 @@ func (p ParallelConfig) hostWorld(id []byte) *hostWorld {
 	return &hostWorld{id: id, firstRank: p.HostRank * n, world: p.Hosts * n}
 }
 
-func (p ParallelConfig) feedOptions() feed.Options {
-	return feed.Options{AckTimeout: p.feedTimeout()}
+// feedOptions are the step feed's options; Settings holds what every host must share, so a
+// follower started with another model or rank count is refused at the handshake.
+func feedOptions(c *Config) feed.Options {
+	p := c.Parallel
+	settings := fmt.Sprintf("backend=%s local_ranks=%d hosts=%d model.path=%q model.config=%q model.seed=%d checkpoint.dir=%q",
+		c.Backend, p.rankCount(), p.Hosts, c.Model.Path, c.Model.Config, c.Model.Seed, c.Checkpoint.Dir)
+	return feed.Options{AckTimeout: p.feedTimeout(), Settings: settings}
 }
 
 func (p ParallelConfig) feedTimeout() time.Duration {
@@ -232,7 +237,7 @@ func openLeader(ctx context.Context, cfg *Config, rt *cli.Runtime) (gpu.Backend,
 	}
 	rt.Log.Info("waiting for the follower hosts", "feed_addr", cfg.Parallel.FeedAddr, "hosts", cfg.Parallel.Hosts, "timeout", cfg.Parallel.feedTimeout())
 	actx, cancel := context.WithTimeout(ctx, cfg.Parallel.feedTimeout())
-	l, err := feed.Accept(actx, ln, cfg.ConsumerGroup, cfg.Parallel.Hosts, welcome, id, cfg.Parallel.feedOptions())
+	l, err := feed.Accept(actx, ln, cfg.ConsumerGroup, cfg.Parallel.Hosts, welcome, id, feedOptions(cfg))
 	cancel()
 	if err != nil {
 		return nil, nil, nil, err
@@ -269,7 +274,7 @@ func runFollower(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
 		return fmt.Errorf("%w: backend %q cannot train across hosts", cli.ErrUsage, cfg.Backend)
 	}
 	dctx, cancel := context.WithTimeout(ctx, cfg.Parallel.feedTimeout())
-	fl, err := feed.Dial(dctx, cfg.Parallel.FeedAddr, cfg.ConsumerGroup, cfg.Parallel.HostRank, time.Second, cfg.Parallel.feedOptions())
+	fl, err := feed.Dial(dctx, cfg.Parallel.FeedAddr, cfg.ConsumerGroup, cfg.Parallel.HostRank, time.Second, feedOptions(cfg))
 	cancel()
 	if err != nil {
 		return err

@@ -23,6 +23,10 @@ type Options struct {
 	AckTimeout time.Duration
 	// HandshakeTimeout bounds one hello/welcome exchange. Default 10 s.
 	HandshakeTimeout time.Duration
+	// Settings describe what every host must share (the model, the local rank count): a
+	// follower whose Settings differ from the leader's is refused with both in the error, rather
+	// than training different weights or joining at the wrong ranks.
+	Settings string
 }
 
 func (o Options) withDefaults() Options {
@@ -112,6 +116,8 @@ func (l *Leader) handshake(conn net.Conn, job string, hosts int, dir string, com
 		return refuse("host %d outside [1,%d)", m.Host, hosts)
 	case l.peers[m.Host-1] != nil:
 		return refuse("host %d is already connected", m.Host)
+	case m.Settings != l.opt.Settings:
+		return refuse("host %d's settings %q differ from the leader's %q", m.Host, m.Settings, l.opt.Settings)
 	}
 	if err := Write(conn, &Message{Kind: Welcome, Dir: dir, CommID: commID}); err != nil {
 		return nil, err
@@ -312,7 +318,7 @@ func dialOnce(ctx context.Context, d *net.Dialer, addr, job string, host int, op
 		return nil, err, true
 	}
 	conn.SetDeadline(time.Now().Add(opt.HandshakeTimeout))
-	if err := Write(conn, &Message{Kind: Hello, Proto: Proto, Job: job, Host: host}); err != nil {
+	if err := Write(conn, &Message{Kind: Hello, Proto: Proto, Job: job, Host: host, Settings: opt.Settings}); err != nil {
 		conn.Close()
 		return nil, err, true
 	}

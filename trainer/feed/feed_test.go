@@ -46,7 +46,7 @@ func frame(t testing.TB, m *Message) []byte {
 
 func TestFrameRoundTrip(t *testing.T) {
 	msgs := []*Message{
-		{Kind: Hello, Proto: Proto, Job: "j", Host: 1},
+		{Kind: Hello, Proto: Proto, Job: "j", Host: 1, Settings: "model=x"},
 		{Kind: Welcome, Dir: "/ckpt/v3", CommID: []byte{1, 2, 3}},
 		{Kind: Step, Seq: 7, Step: testStep(t)},
 		{Kind: Checkpoint, Seq: 8, Dir: "/ckpt/.tmp-v4"},
@@ -273,7 +273,7 @@ func TestHandshakeRefusals(t *testing.T) {
 	defer cancel()
 	done := make(chan *Leader, 1)
 	go func() {
-		l, err := Accept(ctx, ln, "job", 2, "", nil, Options{})
+		l, err := Accept(ctx, ln, "job", 2, "", nil, Options{Settings: "model=A"})
 		if err != nil {
 			t.Error(err)
 		}
@@ -286,13 +286,16 @@ func TestHandshakeRefusals(t *testing.T) {
 	if _, err := Dial(ctx, addr, "job", 2, time.Millisecond, Options{}); err == nil || !strings.Contains(err.Error(), "outside [1,2)") {
 		t.Fatalf("bad host: %v", err)
 	}
+	if _, err := Dial(ctx, addr, "job", 1, time.Millisecond, Options{Settings: "model=B"}); err == nil || !strings.Contains(err.Error(), `settings "model=B" differ from the leader's "model=A"`) {
+		t.Fatalf("other settings: %v", err)
+	}
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
 	c.Close()
-	f, err := Dial(ctx, addr, "job", 1, time.Millisecond, Options{})
+	f, err := Dial(ctx, addr, "job", 1, time.Millisecond, Options{Settings: "model=A"})
 	if err != nil {
 		t.Fatal(err)
 	}

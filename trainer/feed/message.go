@@ -102,16 +102,18 @@ type StepData struct {
 
 // Message is one frame's content; which fields are set depends on Kind.
 type Message struct {
-	Kind   Kind
-	Seq    uint64 // the leader's request number; an Ack repeats it
-	Proto  string // Hello
-	Job    string // Hello
-	Host   int    // Hello: the follower's host rank
-	Dir    string // Welcome, Checkpoint, Restore
-	CommID []byte // Welcome
-	Step   *StepData
-	Stats  loss.Stats // Ack of a Step: the follower's local ranks' statistics
-	Err    string     // Ack, Refused
+	Kind  Kind
+	Seq   uint64 // the leader's request number; an Ack repeats it
+	Proto string // Hello
+	Job   string // Hello
+	Host  int    // Hello: the follower's host rank
+	// Settings: Hello: the follower's Options.Settings, which must be the leader's.
+	Settings string
+	Dir      string // Welcome, Checkpoint, Restore
+	CommID   []byte // Welcome
+	Step     *StepData
+	Stats    loss.Stats // Ack of a Step: the follower's local ranks' statistics
+	Err      string     // Ack, Refused
 }
 
 var magic = [4]byte{'T', '2', 'F', 'D'}
