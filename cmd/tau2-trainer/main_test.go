@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -214,8 +215,9 @@ func TestTrainerBinaryTwoHosts(t *testing.T) {
 		t.Helper()
 		addr := "parallel.feed_addr=" + freeAddr(t)
 		follower := make(chan error, 1)
-		go func() { follower <- execute(t, ctx, append(args, addr, "parallel.host_rank=1")...) }()
-		if err := execute(t, ctx, append(args, addr, "parallel.host_rank=0")...); err != nil {
+		// slices.Concat: the two goroutines must not append into one backing array.
+		go func() { follower <- execute(t, ctx, slices.Concat(args, []string{addr, "parallel.host_rank=1"})...) }()
+		if err := execute(t, ctx, slices.Concat(args, []string{addr, "parallel.host_rank=0"})...); err != nil {
 			t.Fatalf("leader: %v", err)
 		}
 		if err := <-follower; err != nil {
