@@ -12,6 +12,10 @@
 //
 // so a committed offset is always covered by a durable checkpoint, and producers learn of a
 // version only once the servers serve it.
+//
+// Over several hosts (hosts.go) this Trainer runs on host 0 with Deps.Feed and the other hosts
+// run Follow: they get each update's inputs over trainer/feed and write their optimizer shards
+// into the same checkpoint before it is published.
 package step
 
 import (
