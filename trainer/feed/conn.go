@@ -341,6 +341,9 @@ func dialOnce(ctx context.Context, d *net.Dialer, addr, job string, host int, op
 	return &Follower{opt: opt, conn: conn, r: r, w: bufio.NewWriter(conn), Welcome: m}, nil, false
 }
 
+// Timeout is Options.AckTimeout.
+func (f *Follower) Timeout() time.Duration { return f.opt.AckTimeout }
+
 // ErrBye is Recv's error when the leader shut down cleanly.
 var ErrBye = errors.New("feed: the leader shut down")
 

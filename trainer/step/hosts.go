@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"tau2rl/gpu/dp"
@@ -144,6 +145,10 @@ func LoadOptimizerHosts(m *checkpoint.Manager, dir string, st checkpoint.State, 
 // Follow runs a follower host: it takes the leader's requests from f and runs them on g, the
 // host's local ranks, until the leader says goodbye (nil) or something fails (the error, after
 // telling the leader). Metrics may be nil.
+//
+// ctx ending (SIGTERM) does not stop it at once: when every host is stopped together the
+// leader's shutdown checkpoint still needs this host's shards, so it keeps serving until the
+// goodbye that follows that checkpoint, for at most f's timeout, then leaves (ctx's error).
 func Follow(ctx context.Context, g *dp.Group, f *feed.Follower, m *Metrics, log *slog.Logger) error {
 	if m == nil {
 		var err error
@@ -152,8 +157,22 @@ func Follow(ctx context.Context, g *dp.Group, f *feed.Follower, m *Metrics, log 
 		}
 	}
 	log = logs.OrDiscard(log)
-	stop := context.AfterFunc(ctx, func() { f.Close() })
-	defer stop()
+	var mu sync.Mutex
+	var grace *time.Timer
+	stop := context.AfterFunc(ctx, func() {
+		log.Info("stopping: waiting for the leader's shutdown checkpoint and goodbye", "at_most", f.Timeout())
+		mu.Lock()
+		grace = time.AfterFunc(f.Timeout(), func() { f.Close() })
+		mu.Unlock()
+	})
+	defer func() {
+		stop()
+		mu.Lock()
+		if grace != nil {
+			grace.Stop()
+		}
+		mu.Unlock()
+	}()
 	for {
 		req, err := f.Recv()
 		if errors.Is(err, feed.ErrBye) {

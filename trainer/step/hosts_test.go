@@ -41,8 +41,8 @@ func twoHosts(t *testing.T, w *gpu.Weights) (leader, follower *dp.Group) {
 }
 
 // connect opens the feed between the leader and host 1 over loopback TCP and starts the real
-// follower loop on fg; the returned channel gets Follow's result.
-func connect(t *testing.T, ctx context.Context, fg *dp.Group, resumeDir string, opt feed.Options) (*feed.Leader, <-chan error) {
+// follower loop on fg with fctx; the returned channel gets Follow's result.
+func connect(t *testing.T, ctx, fctx context.Context, fg *dp.Group, resumeDir string, opt feed.Options) (*feed.Leader, <-chan error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -71,7 +71,7 @@ func connect(t *testing.T, ctx context.Context, fg *dp.Group, resumeDir string, 
 	done := make(chan error, 1)
 	go func() {
 		defer f.Close()
-		done <- Follow(ctx, fg, f, nil, nil)
+		done <- Follow(fctx, fg, f, nil, nil)
 	}()
 	return a.l, done
 }
@@ -91,7 +91,7 @@ func followerResult(t *testing.T, done <-chan error) error {
 // checkpoints) with a follower host over a loopback TCP feed — 2 + 2 ranks of one 4-rank world —
 // equal the same steps on one host with 4 ranks and on one backend (loss, gradient norm,
 // entropy, clip fraction, every weight), the checkpoint holds all 4 ranks' optimizer shards, and
-// a clean shutdown ends the follower with success. Then two new hosts resume from that
+// a clean shutdown ends the follower with success, even one told to stop meanwhile. Then two new hosts resume from that
 // checkpoint through the feed: every rank's restored optimizer state, saved again, is the saved
 // one byte for byte.
 func TestTwoHostsEqualOneHost(t *testing.T) {
@@ -109,7 +109,11 @@ func TestTwoHostsEqualOneHost(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			lg, fg := twoHosts(t, w)
-			l, done := connect(t, ctx, fg, "", feed.Options{})
+			// The follower is told to stop (as when every host gets SIGTERM) right away: it still
+			// serves the leader's steps and checkpoints until the goodbye.
+			stopped, stop := context.WithCancel(ctx)
+			stop()
+			l, done := connect(t, ctx, stopped, fg, "", feed.Options{})
 			dir, two := trainTwoStepsFed(t, lg, mbs, l)
 			l.Close()
 			if err := followerResult(t, done); err != nil {
@@ -147,7 +151,7 @@ func TestTwoHostsEqualOneHost(t *testing.T) {
 
 			// Resume on two new hosts from the checkpoint, the follower told by the feed.
 			lg2, fg2 := twoHosts(t, w2)
-			l2, done2 := connect(t, ctx, fg2, dir, feed.Options{})
+			l2, done2 := connect(t, ctx, ctx, fg2, dir, feed.Options{})
 			m := &checkpoint.Manager{Dir: filepath.Dir(dir), Keep: 2}
 			if ok, err := LoadOptimizerHosts(m, dir, two, lg2, l2); err != nil || !ok {
 				t.Fatalf("resume on two hosts: %v %v", ok, err)
@@ -183,7 +187,6 @@ func TestFollowerLostFailsTheLeader(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	lg, fg := twoHosts(t, w)
-	fctx, killFollower := context.WithCancel(ctx)
 	fm, _ := NewMetrics(nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -203,12 +206,12 @@ func TestFollowerLostFailsTheLeader(t *testing.T) {
 	}
 	l := <-acc
 	defer l.Close()
-	go Follow(fctx, fg, f, fm, nil)
+	go Follow(ctx, fg, f, fm, nil)
 	go func() {
-		for counterValue(t, fm.Steps) < 1 && fctx.Err() == nil {
+		for counterValue(t, fm.Steps) < 1 && ctx.Err() == nil {
 			time.Sleep(time.Millisecond)
 		}
-		killFollower()
+		f.Close() // the follower's process dies: its connection ends
 	}()
 
 	cfg := testConfig(t)
