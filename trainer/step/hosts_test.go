@@ -91,9 +91,9 @@ func followerResult(t *testing.T, done <-chan error) error {
 // checkpoints) with a follower host over a loopback TCP feed — 2 + 2 ranks of one 4-rank world —
 // equal the same steps on one host with 4 ranks and on one backend (loss, gradient norm,
 // entropy, clip fraction, every weight), the checkpoint holds all 4 ranks' optimizer shards, and
-// a clean shutdown ends the follower with success, even one told to stop meanwhile. Then two new hosts resume from that
-// checkpoint through the feed: every rank's restored optimizer state, saved again, is the saved
-// one byte for byte.
+// a clean shutdown ends the follower with success, even one told to stop meanwhile. Then two
+// new hosts resume from that checkpoint through the feed: every rank's restored optimizer state,
+// saved again, is the saved one byte for byte.
 func TestTwoHostsEqualOneHost(t *testing.T) {
 	w, err := gpu.NewRandomWeights(gpu.TinyConfig(), 7)
 	if err != nil {
