@@ -29,5 +29,11 @@ func init() {
 			}
 			return nccl.NewHost(id, 0, len(c.Parallel.Devices), c.Parallel.Devices)
 		},
+		// Several hosts (untested: no multi-host machine yet): host 0 makes the id and sends it
+		// in the step feed's welcome; every host joins its devices as its block of global ranks.
+		commID: func(*Config) ([]byte, error) { return nccl.UniqueID() },
+		hostComms: func(c *Config, id []byte, firstRank, world int) ([]collective.Comm, error) {
+			return nccl.NewHost(id, firstRank, world, c.Parallel.Devices)
+		},
 	}
 }

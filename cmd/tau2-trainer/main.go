@@ -19,6 +19,7 @@ import (
 	"tau2rl/lib/tau2/data"
 	"tau2rl/trainer/admission"
 	"tau2rl/trainer/checkpoint"
+	"tau2rl/trainer/feed"
 	"tau2rl/trainer/kafkaio"
 	"tau2rl/trainer/step"
 
@@ -42,6 +43,13 @@ Face Qwen3 checkpoint) or a random initialisation (model.config, default a tiny 
 backend: cpu (pure Go reference; small models) or cuda (only in binaries built with -tags cuda).
 parallel.devices=[0,1,…] trains on several GPUs of the host (data parallel, sharded optimizer state,
 NCCL; run with NCCL_NVLS_ENABLE=0; docs/MULTIGPU.md); the job stays one consumer-group member.
+Several hosts: one tau2-trainer per host with the same settings and parallel.hosts=H
+parallel.host_rank=h parallel.feed_addr=HOST0:PORT. Host 0 is the trainer and listens on feed_addr;
+hosts 1…H−1 read no Kafka: they dial it, take each step's data and write their optimizer shards
+into checkpoint.dir, which must be a file system every host sees at the same path. A follower that
+fails fails the leader's step (every host restarts); a clean leader shutdown ends the followers
+with status 0. backend cuda: NCCL across hosts (untested); cpu: parallel.ranks per host joined by a
+TCP hub in host 0's process (smoke runs). docs/MULTIGPU.md, "Several hosts".
 
 Advantages default to GRPO (group mean baseline ÷ group std, equal-reward groups dropped). AReaL's
 shipped τ² practice is:
@@ -124,6 +132,12 @@ type backendFactory struct {
 	load   func(dir string, c *Config) (gpu.Backend, error)
 	random func(mc gpu.Config, seed uint64, c *Config) (gpu.Backend, error)
 	comms  func(c *Config) ([]collective.Comm, error)
+	// commID makes the unique id of a world spanning several hosts (the leader sends it to the
+	// followers in the step feed's welcome), and hostComms joins this host's ranks
+	// firstRank … firstRank+len(devices)−1 of a world of the given size with it. Both nil: the
+	// backend cannot train across hosts.
+	commID    func(c *Config) ([]byte, error)
+	hostComms func(c *Config, id []byte, firstRank, world int) ([]collective.Comm, error)
 	// shard, when set, builds data-parallel rank `rank` of `world` directly from host weights
 	// shared by all the process's ranks, never holding the whole optimizer state on one device
 	// (cuda.NewShard: how an 8B rank fits an 80 GB GPU). Without it a rank is built whole and
@@ -148,7 +162,7 @@ var stdout io.Writer = os.Stdout
 // Validate checks the whole configuration (cli calls it before run, so a bad value is exit
 // status 2 before the model loads or any connection is made).
 func (c *Config) Validate() error {
-	errs := []error{c.Config.Validate(), c.Kafka.Validate()}
+	errs := []error{c.Config.Validate(), c.Kafka.Validate(), c.Parallel.validate(c.Backend, c.Checkpoint.DType)}
 	// Whether this binary was built with the backend is checked when it is opened (still exit
 	// status 2): a config for a GPU node must validate on a CPU-only build too.
 	if c.Backend != "cpu" && c.Backend != "cuda" {
@@ -184,23 +198,62 @@ func main() {
 }
 
 // openBackend resumes from the latest checkpoint (weights, then optimizer state), or starts from
-// model.path or a random init.
+// model.path or a random init. It is for one host (the leader of several is openLeader).
 func openBackend(cfg *Config, rt *cli.Runtime) (gpu.Backend, *checkpoint.State, error) {
+	f, err := factory(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg.Parallel.multiHost() {
+		return nil, nil, fmt.Errorf("%w: parallel.hosts %d: this command runs on one host", cli.ErrUsage, cfg.Parallel.Hosts)
+	}
+	m, dir, st, found, err := latestCheckpoint(cfg, rt)
+	if err != nil {
+		return nil, nil, err
+	}
+	be, err := buildBackend(cfg, rt, f, dir, found, nil)
+	if err != nil || !found {
+		return be, nil, err
+	}
+	// The weights alone would restart AdamW from zero (and, from a bf16 checkpoint, from
+	// rounded weights): restore the optimizer state so the run continues exactly.
+	restored, err := m.LoadOptimizer(dir, st, be)
+	if err != nil {
+		be.Close()
+		return nil, nil, fmt.Errorf("resume from %s: %w", dir, err)
+	}
+	rt.Log.Info("resuming", "checkpoint", dir, "version", st.Version, "step", st.Step, "optimizer_state", restored)
+	return be, &st, nil
+}
+
+// factory validates the parallel settings and returns the configured backend's factory.
+func factory(cfg *Config) (backendFactory, error) {
 	if err := cfg.Parallel.validate(cfg.Backend, cfg.Checkpoint.DType); err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", cli.ErrUsage, err)
+		return backendFactory{}, fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
 	f, ok := backends[cfg.Backend]
 	if !ok {
-		return nil, nil, fmt.Errorf("%w: backend %q is not available in this binary (have: %s; cuda needs -tags cuda)", cli.ErrUsage, cfg.Backend, backendNames())
+		return backendFactory{}, fmt.Errorf("%w: backend %q is not available in this binary (have: %s; cuda needs -tags cuda)", cli.ErrUsage, cfg.Backend, backendNames())
 	}
+	return f, nil
+}
+
+// latestCheckpoint finds the newest usable checkpoint under checkpoint.dir.
+func latestCheckpoint(cfg *Config, rt *cli.Runtime) (*checkpoint.Manager, string, checkpoint.State, bool, error) {
 	m := &checkpoint.Manager{Dir: cfg.Checkpoint.Dir, Keep: cfg.Checkpoint.Keep, Log: rt.Log}
 	dir, st, found, skipped, err := m.Latest()
 	for _, s := range skipped {
 		rt.Log.Warn("unusable checkpoint skipped", "err", s)
 	}
-	if err != nil {
-		return nil, nil, err
-	}
+	return m, dir, st, found, err
+}
+
+// buildBackend builds the backend (every local rank's, joined into a dp.Group, under
+// parallel.*) holding the weights of checkpoint dir when found, else model.path's or a random
+// initialisation's; hw places the ranks in a world spanning several hosts (nil: this host only).
+// The caller restores the optimizer state.
+func buildBackend(cfg *Config, rt *cli.Runtime, f backendFactory, dir string, found bool, hw *hostWorld) (gpu.Backend, error) {
+	var err error
 	// build makes the backend of local rank r (its own device under parallel.devices).
 	var build func(c *Config) (gpu.Backend, error)
 	var randomConfig gpu.Config // the model of random initialisation (neither checkpoint nor model.path)
@@ -214,7 +267,7 @@ func openBackend(cfg *Config, rt *cli.Runtime) (gpu.Backend, *checkpoint.State, 
 		mc := gpu.TinyConfig()
 		if cfg.Model.Config != "" {
 			if mc, err = gpu.LoadConfig(cfg.Model.Config); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 		}
 		randomConfig = mc
@@ -244,46 +297,54 @@ func openBackend(cfg *Config, rt *cli.Runtime) (gpu.Backend, *checkpoint.State, 
 			}
 			if err != nil {
 				if found {
-					return nil, nil, fmt.Errorf("resume from %s: %w", dir, err)
+					return nil, fmt.Errorf("resume from %s: %w", dir, err)
 				}
-				return nil, nil, err
+				return nil, err
 			}
-			world := cfg.Parallel.rankCount()
-			rankBuild = func(r int) (gpu.Backend, error) { return f.shard(w, rankConfig(r), r, world) }
+			first, world := 0, cfg.Parallel.rankCount()
+			if hw != nil {
+				first, world = hw.firstRank, hw.world
+			}
+			rankBuild = func(r int) (gpu.Backend, error) { return f.shard(w, rankConfig(r), first+r, world) }
 		}
-		be, err = openParallel(cfg, rt, f, rankBuild)
+		be, err = openParallel(cfg, rt, f, rankBuild, hw)
 	} else {
 		be, err = build(cfg)
 	}
-	if err != nil {
-		if found {
-			return nil, nil, fmt.Errorf("resume from %s: %w", dir, err)
-		}
-		return nil, nil, err
+	if err != nil && found {
+		return nil, fmt.Errorf("resume from %s: %w", dir, err)
 	}
-	if !found {
-		return be, nil, nil
-	}
-	// The weights alone would restart AdamW from zero (and, from a bf16 checkpoint, from
-	// rounded weights): restore the optimizer state so the run continues exactly.
-	restored, err := m.LoadOptimizer(dir, st, be)
-	if err != nil {
-		be.Close()
-		return nil, nil, fmt.Errorf("resume from %s: %w", dir, err)
-	}
-	rt.Log.Info("resuming", "checkpoint", dir, "version", st.Version, "step", st.Step, "optimizer_state", restored)
-	return be, &st, nil
+	return be, err
 }
 
-func run(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
+func run(ctx context.Context, rt *cli.Runtime, cfg *Config) (err error) {
 	if err := cfg.Validate(); err != nil {
 		return cli.Usage(err)
 	}
-	be, resume, err := openBackend(cfg, rt)
+	if cfg.Parallel.follower() {
+		return runFollower(ctx, rt, cfg)
+	}
+	var be gpu.Backend
+	var resume *checkpoint.State
+	var leader *feed.Leader
+	if cfg.Parallel.leader() {
+		be, resume, leader, err = openLeader(ctx, cfg, rt)
+	} else {
+		be, resume, err = openBackend(cfg, rt)
+	}
 	if err != nil {
 		return err
 	}
 	defer be.Close()
+	if leader != nil {
+		defer func() {
+			if err == nil {
+				leader.Close() // a clean shutdown: the followers exit with success
+			} else {
+				leader.Drop() // the followers fail too, so every host restarts
+			}
+		}()
+	}
 
 	// A wrong SASL password would otherwise surface as "unexpected EOF" or a silent retry loop.
 	if err := tkafka.CheckAuth(ctx, cfg.Kafka); err != nil {
@@ -305,7 +366,7 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
 	}
 	defer pub.Close()
 
-	d := step.Deps{Backend: be, Source: src, Versions: pub, Requests: pub, Log: rt.Log}
+	d := step.Deps{Backend: be, Source: src, Versions: pub, Requests: pub, Log: rt.Log, Feed: leader}
 	if cfg.Admission.Enabled {
 		// data_dir, else lib/assets' order (TAU2_DATA_DIR, ../shared, cache, download).
 		dataDir, err := data.Dir(cfg.DataDir)

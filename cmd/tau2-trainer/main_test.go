@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"math"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -114,10 +117,17 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"batch_size=0"}, "batch_size"},
 		{[]string{"no_such_key=1"}, "no_such_key"},
 		{[]string{"parallel.devices=[0,1]", "admission.enabled=false"}, "parallel.devices is for backend cuda"},
-		{[]string{"parallel.ranks=2", "parallel.hosts=2", "admission.enabled=false"}, "several hosts"},
+		{[]string{"parallel.ranks=2", "parallel.hosts=2", "admission.enabled=false"}, "needs parallel.feed_addr"},
+		// A valid multi-host config on a binary without the cuda backend: refused before any
+		// connection, for the leader and for a follower alike.
+		{[]string{"backend=cuda", "parallel.devices=[0]", "parallel.hosts=2", "parallel.feed_addr=127.0.0.1:1", "admission.enabled=false"}, "not available in this binary"},
+		{[]string{"backend=cuda", "parallel.devices=[0]", "parallel.hosts=2", "parallel.host_rank=1", "parallel.feed_addr=127.0.0.1:1", "admission.enabled=false"}, "not available in this binary"},
 		{[]string{"backend=cuda", "parallel.devices=[0,1]", "checkpoint.dtype=float32", "admission.enabled=false"}, "bfloat16"},
 		{[]string{"parallel.shard_parameters=true", "admission.enabled=false"}, "needs parallel.devices or parallel.ranks"},
 	} {
+		if _, cuda := backends["cuda"]; cuda && strings.Contains(c.want, "not available") {
+			continue // a -tags cuda build has the backend
+		}
 		err := execute(t, ctx, append(c.args, "checkpoint.dir="+t.TempDir())...)
 		if err == nil || !strings.Contains(err.Error(), c.want) || cli.ExitCode(err) != 2 {
 			t.Errorf("%v: err %v (exit %d), want %q and exit 2", c.args, err, cli.ExitCode(err), c.want)
@@ -160,4 +170,90 @@ func brokerWithTwoGroups(t *testing.T, ctx context.Context, partitions int) *emb
 	}
 	w.Close()
 	return b
+}
+
+// freeAddr is a loopback address with a port nothing listens on (just now).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestTrainerBinaryTwoHosts: the binary as two hosts of 2 cpu ranks each (parallel.hosts=2,
+// host_rank 0 and 1; the follower reads no Kafka) takes the step one host with 4 ranks takes on
+// the same data (loss, gradient norm, every weight), writes all 4 ranks' optimizer shards into
+// the shared checkpoint directory, and both stop cleanly (the follower with success once the
+// leader says goodbye). Restarted, both resume from that checkpoint (the follower told by the
+// feed) and stop at once at max_steps.
+func TestTrainerBinaryTwoHosts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("embedded broker round trip")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	common := func(b *embedded.Broker, dir string) []string {
+		return []string{"kafka.brokers=[" + b.Addr() + "]", "kafka.reader.max_wait=50ms", "kafka.reader.heartbeat_interval=500ms",
+			"kafka.reader.session_timeout=6s", "admission.enabled=false", "batch_size=2", "group.group_size=4", "max_steps=1",
+			"checkpoint.dtype=float32", "checkpoint.dir=" + dir, "actor.mb_spec.max_tokens_per_mb=40", "tick=20ms"}
+	}
+	oneDir := t.TempDir()
+	if err := execute(t, ctx, append(common(brokerWithTwoGroups(t, ctx, 1), oneDir), "parallel.ranks=4")...); err != nil {
+		t.Fatal(err)
+	}
+	_, one, _, _, err := (&checkpoint.Manager{Dir: oneDir, Keep: 3}).Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	args := append(common(brokerWithTwoGroups(t, ctx, 1), dir), "parallel.ranks=2", "parallel.hosts=2", "parallel.feed_timeout=30s")
+	twoHosts := func() {
+		t.Helper()
+		addr := "parallel.feed_addr=" + freeAddr(t)
+		follower := make(chan error, 1)
+		// slices.Concat: the two goroutines must not append into one backing array.
+		go func() { follower <- execute(t, ctx, slices.Concat(args, []string{addr, "parallel.host_rank=1"})...) }()
+		if err := execute(t, ctx, slices.Concat(args, []string{addr, "parallel.host_rank=0"})...); err != nil {
+			t.Fatalf("leader: %v", err)
+		}
+		if err := <-follower; err != nil {
+			t.Fatalf("follower: %v", err)
+		}
+	}
+	twoHosts()
+	ck, two, ok, _, err := (&checkpoint.Manager{Dir: dir, Keep: 3}).Latest()
+	if err != nil || !ok || two.Version != 1 || two.Optimizer != checkpoint.OptimizerSaved {
+		t.Fatalf("checkpoint %s %+v %v %v", ck, two, ok, err)
+	}
+	for r := range 4 {
+		if _, err := os.Stat(filepath.Join(ck, dp.ShardFile(r, 4))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []string{"loss", "grad_norm", "entropy"} {
+		if a, b := one.Metrics[k], two.Metrics[k]; math.Abs(a-b) > 1e-5*max(math.Abs(a), 1e-3) {
+			t.Fatalf("%s: one host %v, two hosts %v", k, a, b)
+		}
+	}
+	w1, err := gpu.LoadWeights(filepath.Join(oneDir, "v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2, err := gpu.LoadWeights(ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, x := range w1.Tensors {
+		for i, v := range x {
+			if d := math.Abs(float64(v - w2.Tensors[name][i])); d > 2e-6 {
+				t.Fatalf("%s[%d]: one host %v, two hosts %v", name, i, v, w2.Tensors[name][i])
+			}
+		}
+	}
+	// Resume on two hosts: the leader restores every host's optimizer state through the feed.
+	twoHosts()
 }

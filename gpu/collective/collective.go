@@ -6,6 +6,8 @@
 //   - NewLocal: in-process, goroutines as ranks over host memory (Host buffers). Every reduction
 //     adds the ranks' contributions in rank order 0, 1, …, N−1, so results are reproducible run to
 //     run and the CI tests of gpu/dp can compare an N-rank step with the 1-rank step.
+//   - ServeHub/DialHub: host memory across processes (the pure-Go backend on several hosts), a
+//     hub that reduces in the same rank order over one TCP connection per rank.
 //   - gpu/collective/nccl (build tag cuda): NCCL over device memory (Device buffers), one
 //     communicator per GPU, ranks spread over one or several hosts.
 //

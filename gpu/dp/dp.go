@@ -56,6 +56,11 @@ type Group struct {
 	// to be in step any more (other ranks may wait forever), so every later call fails.
 	broken error
 	closed bool
+	// abortOnce closes the local comms once, from a failing rank or from Abort (another
+	// goroutine); aborted is Abort's reason.
+	abortOnce sync.Once
+	abortMu   sync.Mutex
+	aborted   error
 }
 
 var (
@@ -174,7 +179,13 @@ func (g *Group) usable() error {
 	if g.closed {
 		return errors.New("dp: group is closed")
 	}
-	return g.broken
+	if g.broken != nil {
+		return g.broken
+	}
+	if cause := g.abortCause(); cause != nil {
+		return fmt.Errorf("dp: the data-parallel group was aborted (restart from the last checkpoint): %w", cause)
+	}
+	return nil
 }
 
 // each runs f on every local rank concurrently (one goroutine per GPU) and joins their errors.
@@ -202,26 +213,49 @@ func (g *Group) each(f func(i int, r *rank) error) error {
 // failure closes every local comm at once (which fails the in-process peers' pending collectives,
 // and aborts NCCL's), and the process must restart from its last checkpoint.
 func (g *Group) collective(what string, f func(i int, r *rank) error) error {
-	var once sync.Once
-	abort := func() {
-		once.Do(func() {
-			for _, r := range g.ranks {
-				r.comm.Close()
-			}
-		})
-	}
 	err := g.each(func(i int, r *rank) error {
 		err := f(i, r)
 		if err != nil {
-			abort()
+			g.closeComms()
 		}
 		return err
 	})
 	if err != nil {
+		if cause := g.abortCause(); cause != nil {
+			err = fmt.Errorf("aborted (%w): %w", cause, err)
+		}
 		g.broken = fmt.Errorf("dp: %s failed, the data-parallel group is unusable (restart from the last checkpoint): %w", what, err)
 		return g.broken
 	}
 	return nil
+}
+
+func (g *Group) closeComms() {
+	g.abortOnce.Do(func() {
+		for _, r := range g.ranks {
+			r.comm.Close()
+		}
+	})
+}
+
+func (g *Group) abortCause() error {
+	g.abortMu.Lock()
+	defer g.abortMu.Unlock()
+	return g.aborted
+}
+
+// Abort fails the local ranks' pending and later collectives by closing their comms, because of
+// cause (which their errors then carry). It is safe to call from another goroutine while a method
+// runs: a trainer spanning several hosts calls it when a follower host fails, since the local
+// ranks would otherwise wait forever in a collective the lost host's ranks never join. The group
+// is unusable afterwards.
+func (g *Group) Abort(cause error) {
+	g.abortMu.Lock()
+	if g.aborted == nil {
+		g.aborted = cause
+	}
+	g.abortMu.Unlock()
+	g.closeComms()
 }
 
 // Config returns the model configuration.

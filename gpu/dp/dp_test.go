@@ -1,11 +1,13 @@
 package dp
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"tau2rl/gpu"
 	"tau2rl/gpu/collective"
@@ -367,5 +369,31 @@ func TestAssignBalancesCost(t *testing.T) {
 	}
 	if Cost(cfg, chain) <= Cost(cfg, flat) {
 		t.Fatalf("chain cost %v ≤ flat cost %v", Cost(cfg, chain), Cost(cfg, flat))
+	}
+}
+
+// TestAbortFreesRanksWaitingForAnotherHost: a group driving ranks 0 and 1 of a 4-rank world
+// whose other two ranks never come (their host is gone) waits in the step's reduce-scatter until
+// Abort, from another goroutine, fails it with the cause; the group is unusable afterwards.
+func TestAbortFreesRanksWaitingForAnotherHost(t *testing.T) {
+	w0, _ := gpu.NewRandomWeights(gpu.TinyConfig(), 5)
+	comms, err := collective.NewLocal(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New([]gpu.Backend{newCPU(t, w0), newCPU(t, w0)}, comms[:2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		g.Abort(errors.New("host 1 is gone"))
+	}()
+	if _, err := g.Step(testOpt); err == nil || !strings.Contains(err.Error(), "host 1 is gone") {
+		t.Fatalf("step: %v", err)
+	}
+	if _, err := g.Step(testOpt); err == nil || !strings.Contains(err.Error(), "unusable") {
+		t.Fatalf("step after abort: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"tau2rl/gpu/cpu"
 	"tau2rl/gpu/dp"
 	"tau2rl/trainer/checkpoint"
+	"tau2rl/trainer/feed"
 )
 
 // newGroupBackend is an n-rank in-process data-parallel group of cpu backends with newBackend's
@@ -42,13 +43,19 @@ func newGroupBackend(t *testing.T, n int) gpu.Backend {
 // trainTwoSteps runs two steps of the same six groups on be and returns the last checkpoint.
 func trainTwoSteps(t *testing.T, be gpu.Backend, minibatches int) (string, checkpoint.State) {
 	t.Helper()
+	return trainTwoStepsFed(t, be, minibatches, nil)
+}
+
+// trainTwoStepsFed is trainTwoSteps on the leader of several hosts when l is set.
+func trainTwoStepsFed(t *testing.T, be gpu.Backend, minibatches int, l *feed.Leader) (string, checkpoint.State) {
+	t.Helper()
 	cfg := testConfig(t)
 	cfg.MaxSteps = 2
 	cfg.BatchSize = 3
 	cfg.Actor.MBSpec.MaxTokensPerMB = 40 // several micro-batches per step; every call still fits
 	cfg.Actor.PPONMinibatches = minibatches
 	m, _ := NewMetrics(nil)
-	tr, err := New(cfg, Deps{Backend: be, Metrics: m, Source: newMemSource(groupMessages(t, []string{"0", "1", "2", "3", "4", "5"}, 0, 0))})
+	tr, err := New(cfg, Deps{Backend: be, Metrics: m, Feed: l, Source: newMemSource(groupMessages(t, []string{"0", "1", "2", "3", "4", "5"}, 0, 0))})
 	if err != nil {
 		t.Fatal(err)
 	}

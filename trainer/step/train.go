@@ -122,6 +122,9 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 func (t *Trainer) update(p *prefixtree.Packing, seqs []loss.Seq) (loss.Stats, float64, error) {
 	be := t.d.Backend
 	if g, ok := be.(*dp.Group); ok {
+		if t.d.Feed != nil {
+			return t.updateHosts(g, p, seqs)
+		}
 		return t.updateParallel(g, p, seqs)
 	}
 	mbs := p.MicroBatches
@@ -265,7 +268,11 @@ func (t *Trainer) checkpoint(ctx context.Context) error {
 		}
 		st.Admission = a
 	}
-	path, err := t.ckpt.SaveBackend(st, t.d.Backend, t.dtype)
+	be := t.d.Backend
+	if t.d.Feed != nil {
+		be = hostsSaver{Group: be.(*dp.Group), feed: t.d.Feed}
+	}
+	path, err := t.ckpt.SaveBackend(st, be, t.dtype)
 	if err != nil {
 		return fmt.Errorf("step %d: %w", t.step, err)
 	}

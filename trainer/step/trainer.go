@@ -12,6 +12,10 @@
 //
 // so a committed offset is always covered by a durable checkpoint, and producers learn of a
 // version only once the servers serve it.
+//
+// Over several hosts (hosts.go) this Trainer runs on host 0 with Deps.Feed and the other hosts
+// run Follow: they get each update's inputs over trainer/feed and write their optimizer shards
+// into the same checkpoint before it is published.
 package step
 
 import (
@@ -24,10 +28,12 @@ import (
 	"time"
 
 	"tau2rl/gpu"
+	"tau2rl/gpu/dp"
 	"tau2rl/lib/logs"
 	"tau2rl/schemas"
 	"tau2rl/trainer/admission"
 	"tau2rl/trainer/checkpoint"
+	"tau2rl/trainer/feed"
 	"tau2rl/trainer/group"
 	"tau2rl/trainer/offsets"
 )
@@ -76,7 +82,11 @@ type Deps struct {
 	Versions  VersionPublisher
 	Requests  RequestPublisher
 	Admission *admission.Manager
-	Metrics   *Metrics
+	// Feed, when set, makes this trainer the leader of several hosts (trainer/feed, Follow):
+	// Backend must be the local ranks' *dp.Group, and every update and checkpoint includes the
+	// follower hosts. The caller closes it after Run.
+	Feed    *feed.Leader
+	Metrics *Metrics
 	// Log receives the component's messages; nil discards (lib/logs).
 	Log *slog.Logger
 	// Now is the clock (time.Now when nil); tests drive timeouts with it.
@@ -120,6 +130,9 @@ func New(cfg Config, d Deps) (*Trainer, error) {
 	}
 	if d.Backend == nil || d.Source == nil {
 		return nil, errors.New("step: a backend and a source are required")
+	}
+	if _, ok := d.Backend.(*dp.Group); d.Feed != nil && !ok {
+		return nil, fmt.Errorf("step: a trainer over several hosts needs a data-parallel backend (*dp.Group), got %T", d.Backend)
 	}
 	if d.Metrics == nil {
 		m, err := NewMetrics(nil)
@@ -208,6 +221,10 @@ func (t *Trainer) Run(ctx context.Context) error {
 	if err := t.admit(ctx); err != nil {
 		return err
 	}
+	var followerFailed <-chan struct{} // nil without followers: never ready
+	if t.d.Feed != nil {
+		followerFailed = t.d.Feed.Failed()
+	}
 	for {
 		if t.cfg.MaxSteps > 0 && t.step >= t.cfg.MaxSteps {
 			return t.finish(ctx)
@@ -228,6 +245,9 @@ func (t *Trainer) Run(ctx context.Context) error {
 			if err := t.handle(f.msg); err != nil {
 				return err
 			}
+		case <-followerFailed:
+			// A follower host left while this one waited for data: the next step could not run.
+			return fmt.Errorf("step: %w", t.d.Feed.Err())
 		case <-tick.C:
 			if err := t.expire(); err != nil {
 				return err
