@@ -150,18 +150,7 @@ func compareGrads(t *testing.T, what string, plain *cuda.Backend, g *Group) {
 // before the optimizer and everything after it.
 func stepBoth(t *testing.T, what string, first bool, plain *cuda.Backend, g *Group, d stepData) {
 	t.Helper()
-	var l1 float64
-	for i, mb := range d.mbs {
-		lp, _, err := plain.Forward(mb)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, dl := d.lossGrad(i, lp)
-		l1 += l
-		if err := plain.Backward(dl); err != nil {
-			t.Fatal(err)
-		}
-	}
+	l1 := forwardBackwardOne(t, plain, d)
 	a := g.Assign(d.mbs)
 	perRank := make([]float64, g.World())
 	if err := g.ForwardBackwardParallel(d.mbs, a, func(rank, i int, logp, _ []float32) ([]float32, error) {

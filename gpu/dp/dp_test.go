@@ -97,6 +97,17 @@ var testOpt = func() gpu.Optimizer {
 // stepOne runs d on a single plain backend, micro-batch by micro-batch.
 func stepOne(t *testing.T, be gpu.Backend, d stepData) (loss, norm float64) {
 	t.Helper()
+	loss = forwardBackwardOne(t, be, d)
+	norm, err := be.Step(testOpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loss, norm
+}
+
+// forwardBackwardOne accumulates d's gradients on one backend and returns its loss.
+func forwardBackwardOne(t *testing.T, be gpu.Backend, d stepData) (loss float64) {
+	t.Helper()
 	for i, mb := range d.mbs {
 		lp, _, err := be.Forward(mb)
 		if err != nil {
@@ -108,11 +119,7 @@ func stepOne(t *testing.T, be gpu.Backend, d stepData) (loss, norm float64) {
 			t.Fatal(err)
 		}
 	}
-	norm, err := be.Step(testOpt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return loss, norm
+	return loss
 }
 
 // stepGroup runs d over the group's ranks; per-rank losses are added in rank order.

@@ -89,21 +89,7 @@ func TestDataParallelTrainerEqualsOneGPU(t *testing.T) {
 					t.Fatalf("%s: one GPU %v, 3 ranks %v", k, a, b)
 				}
 			}
-			w1, err := gpu.LoadWeights(oneDir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			w3, err := gpu.LoadWeights(dpDir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for name, x := range w1.Tensors {
-				for i, v := range x {
-					if d := math.Abs(float64(v - w3.Tensors[name][i])); d > 2e-6 {
-						t.Fatalf("%s[%d]: %v vs %v", name, i, v, w3.Tensors[name][i])
-					}
-				}
-			}
+			sameWeights(t, oneDir, dpDir, 2e-6)
 			if par.Optimizer != checkpoint.OptimizerSaved {
 				t.Fatalf("optimizer %q", par.Optimizer)
 			}
@@ -125,6 +111,19 @@ func TestDataParallelTrainerEqualsOneGPU(t *testing.T) {
 				t.Fatalf("resume on 2 ranks: %v %v", ok, err)
 			}
 		})
+	}
+}
+
+// sameWeights fails unless the checkpoints in dirs a and b hold the same weights within tol.
+func sameWeights(t *testing.T, a, b string, tol float64) {
+	t.Helper()
+	wa, wb := must(gpu.LoadWeights(a)), must(gpu.LoadWeights(b))
+	for name, x := range wa.Tensors {
+		for i, v := range x {
+			if d := math.Abs(float64(v - wb.Tensors[name][i])); d > tol {
+				t.Fatalf("%s[%d]: %s %v, %s %v", name, i, a, v, b, wb.Tensors[name][i])
+			}
+		}
 	}
 }
 
