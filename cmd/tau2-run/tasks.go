@@ -27,19 +27,9 @@ func selectTasks(cfg expConfig) ([]string, error) {
 		return nil, fmt.Errorf("tasks of %s/%s: %w", cfg.Domain, cfg.Split, err)
 	}
 	if len(cfg.TaskIDs) > 0 {
-		byID := make(map[string]*data.Task, len(tasks))
-		for _, t := range tasks {
-			byID[t.ID] = t
+		if tasks, err = data.SelectIDs(tasks, func(t *data.Task) string { return t.ID }, cfg.TaskIDs); err != nil {
+			return nil, fmt.Errorf("task_ids: %s split %q %w", cfg.Domain, cfg.Split, err)
 		}
-		sel := make([]*data.Task, 0, len(cfg.TaskIDs))
-		for _, id := range cfg.TaskIDs {
-			t, ok := byID[id]
-			if !ok {
-				return nil, fmt.Errorf("task_ids: %s split %q has no task %q", cfg.Domain, cfg.Split, id)
-			}
-			sel = append(sel, t)
-		}
-		tasks = sel
 	}
 	if cfg.WriteTasksOnly {
 		e, err := env.New(cfg.Domain, env.Options{DataDir: cfg.DataDir})

@@ -3,11 +3,11 @@ package rollout
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
 	tkafka "tau2rl/lib/stream/kafka"
+	"tau2rl/lib/tau2/data"
 	"tau2rl/lib/tau2/episode"
 	"tau2rl/lib/uuid"
 	"tau2rl/schemas"
@@ -84,18 +84,15 @@ func NewRequestList(cfg SelfDrivenConfig, defaultDomain string, tasks func(domai
 	if err != nil {
 		return nil, fmt.Errorf("rollout: self-driven tasks: %w", err)
 	}
-	var ids []string
+	sel := set.Tasks
 	if len(cfg.TaskIDs) > 0 {
-		for _, id := range cfg.TaskIDs {
-			if _, ok := set.Get(id); !ok {
-				return nil, fmt.Errorf("rollout: self_driven.task_ids: %s split %q has no task %q", domain, cfg.Split, id)
-			}
+		if sel, err = data.SelectIDs(sel, func(t *data.Task) string { return t.ID }, cfg.TaskIDs); err != nil {
+			return nil, fmt.Errorf("rollout: self_driven.task_ids: %s split %q %w", domain, cfg.Split, err)
 		}
-		ids = slices.Clone(cfg.TaskIDs)
-	} else {
-		for _, t := range set.Tasks {
-			ids = append(ids, t.ID)
-		}
+	}
+	ids := make([]string, len(sel))
+	for i, t := range sel {
+		ids[i] = t.ID
 	}
 	if cfg.Limit > 0 && len(ids) > cfg.Limit {
 		ids = ids[:cfg.Limit]

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"tau2rl/lib/tau2/data"
 	"tau2rl/schemas"
 )
 
@@ -70,35 +71,12 @@ func LoadTasks(dataDir string, sources []Source) ([]Task, error) {
 		if err != nil {
 			return nil, err
 		}
-		if ts, err = selectTasks(ts, s); err != nil {
-			return nil, err
+		if len(s.TaskIDs) > 0 {
+			if ts, err = data.SelectIDs(ts, func(t Task) string { return t.ID }, s.TaskIDs); err != nil {
+				return nil, fmt.Errorf("admission: task_ids: %s split %q %w", s.Domain, s.Split, err)
+			}
 		}
 		out = append(out, ts...)
-	}
-	return out, nil
-}
-
-// selectTasks keeps the tasks s.TaskIDs names, in that order; every id must be in the split.
-func selectTasks(ts []Task, s Source) ([]Task, error) {
-	if len(s.TaskIDs) == 0 {
-		return ts, nil
-	}
-	byID := make(map[string]Task, len(ts))
-	for _, t := range ts {
-		byID[t.ID] = t
-	}
-	out := make([]Task, 0, len(s.TaskIDs))
-	seen := make(map[string]bool, len(s.TaskIDs))
-	for _, id := range s.TaskIDs {
-		t, ok := byID[id]
-		switch {
-		case !ok:
-			return nil, fmt.Errorf("admission: task_ids: %s split %q has no task %q", s.Domain, s.Split, id)
-		case seen[id]:
-			return nil, fmt.Errorf("admission: task_ids: %q named twice", id)
-		}
-		seen[id] = true
-		out = append(out, t)
 	}
 	return out, nil
 }
