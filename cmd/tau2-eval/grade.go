@@ -65,14 +65,8 @@ simulations agree. Simulations that cannot be graded keep their
 reward_info and make the command exit with status 1.`
 
 func gradeMain(args []string) {
-	rest, err := splitArgs(args, "input")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "tau2-eval grade: %v\n", err)
-		os.Exit(2)
-	}
 	cfg := defaultGradeConfig()
-	app := cli.App{Name: "tau2-eval grade", Usage: gradeUsage, MetricsAddr: "off"}
-	cli.MainArgs(app, rest, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
+	subcommand("grade", gradeUsage, "input", args, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
 		return runGrade(ctx, &cfg, os.Stdout, rt)
 	})
 }

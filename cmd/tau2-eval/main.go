@@ -9,10 +9,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sort"
 	"strings"
+
+	"tau2rl/cmd/internal/cli"
 
 	// The τ² domains grading can build.
 	_ "tau2rl/lib/tau2/airline"
@@ -59,6 +62,18 @@ func usage() {
 	for _, n := range names {
 		fmt.Fprintf(os.Stderr, "  %-8s %s\n", n, commands[n].summary)
 	}
+}
+
+// subcommand runs one tau2-eval command through cli: its positional arguments become
+// "<positional>=VALUE" overrides and -o FILE "output=FILE" (splitArgs), the rest are cli's
+// key=value overrides and flags of cfg; no metrics endpoint (these are one-shot commands).
+func subcommand(name, usage, positional string, args []string, cfg any, run func(ctx context.Context, rt *cli.Runtime) error) {
+	rest, err := splitArgs(args, positional)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "tau2-eval %s: %v\n", name, err)
+		os.Exit(2)
+	}
+	cli.MainArgs(cli.App{Name: "tau2-eval " + name, Usage: usage, MetricsAddr: "off"}, rest, cfg, run)
 }
 
 // splitArgs separates positional arguments and "-o FILE" from the

@@ -72,14 +72,8 @@ Examples:
   tau2-eval plot report=run/20261125-182316/report.json out=docs/figures/learning`
 
 func plotMain(args []string) {
-	rest, err := splitArgs(args, "dataset")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "tau2-eval plot: %v\n", err)
-		os.Exit(2)
-	}
 	cfg := defaultPlotConfig()
-	app := cli.App{Name: "tau2-eval plot", Usage: plotUsage, MetricsAddr: "off"}
-	cli.MainArgs(app, rest, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
+	subcommand("plot", plotUsage, "dataset", args, &cfg, func(ctx context.Context, _ *cli.Runtime) error {
 		return runPlot(ctx, &cfg, os.Stdout)
 	})
 }

@@ -43,14 +43,8 @@ policy version: tasks, episodes, infrastructure errors (excluded from the metric
 average reward and pass^k for k = 1..min(max_k, fewest episodes of a task in the row).`
 
 func reportMain(args []string) {
-	rest, err := splitArgs(args, "dataset")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "tau2-eval report: %v\n", err)
-		os.Exit(2)
-	}
 	cfg := defaultReportConfig()
-	app := cli.App{Name: "tau2-eval report", Usage: reportUsage, MetricsAddr: "off"}
-	cli.MainArgs(app, rest, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
+	subcommand("report", reportUsage, "dataset", args, &cfg, func(ctx context.Context, _ *cli.Runtime) error {
 		return runReport(ctx, &cfg, os.Stdout)
 	})
 }

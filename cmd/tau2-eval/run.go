@@ -68,14 +68,8 @@ simulations}) and prints pass^k for k = 1..num_trials. Infrastructure errors are
 termination_reason infrastructure_error and excluded from the metrics, as in τ².`
 
 func runMain(args []string) {
-	rest, err := splitArgs(args, "")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "tau2-eval run: %v\n", err)
-		os.Exit(2)
-	}
 	cfg := defaultRunConfig()
-	app := cli.App{Name: "tau2-eval run", Usage: runUsage, MetricsAddr: "off"}
-	cli.MainArgs(app, rest, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
+	subcommand("run", runUsage, "", args, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
 		return runRun(ctx, &cfg, os.Stdout, rt)
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
@@ -44,14 +43,8 @@ tool results computed by the Go environments and reward_info null. Input
 for tau2-eval grade, its tests and benchmarks, and τ²'s own evaluate-trajs.`
 
 func synthMain(args []string) {
-	rest, err := splitArgs(args, "")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "tau2-eval synth: %v\n", err)
-		os.Exit(2)
-	}
 	cfg := defaultSynthConfig()
-	app := cli.App{Name: "tau2-eval synth", Usage: synthUsage, MetricsAddr: "off"}
-	cli.MainArgs(app, rest, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
+	subcommand("synth", synthUsage, "", args, &cfg, func(_ context.Context, _ *cli.Runtime) error {
 		return runSynth(&cfg)
 	})
 }
