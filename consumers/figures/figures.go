@@ -266,16 +266,26 @@ func titled(o Options, s string) string {
 	return s
 }
 
+// newPlot is a figure with its title (prefixed by o.Title), axis labels and a y axis from 0;
+// integer ticks on x when the x values are counts (versions, k, steps).
+func newPlot(o Options, title, x, y string, intX bool) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = titled(o, title)
+	p.X.Label.Text = x
+	if intX {
+		p.X.Tick.Marker = intTicks
+	}
+	p.Y.Label.Text = y
+	p.Y.Min = 0
+	return p
+}
+
 func rewardPlot(pts []Point, o Options) (*plot.Plot, error) {
 	if len(pts) == 0 {
 		return nil, nil
 	}
-	p := plot.New()
-	p.Title.Text = titled(o, "mean reward per policy version")
-	p.X.Label.Text = "policy version (episode start)"
-	p.X.Tick.Marker = intTicks
-	p.Y.Label.Text = "τ² reward"
-	p.Y.Min, p.Y.Max = 0, 1
+	p := newPlot(o, "mean reward per policy version", "policy version (episode start)", "τ² reward", true)
+	p.Y.Max = 1
 	mean := make(plotter.XYs, len(pts))
 	band := make(plotter.XYs, 0, 2*len(pts))
 	for i, q := range pts {
@@ -316,12 +326,8 @@ func passKPlot(rows []PassK, o Options) (*plot.Plot, error) {
 	if len(rows) == 0 {
 		return nil, nil
 	}
-	p := plot.New()
-	p.Title.Text = titled(o, "pass^k per domain")
-	p.X.Label.Text = "k"
-	p.X.Tick.Marker = intTicks
-	p.Y.Label.Text = "pass^k"
-	p.Y.Min, p.Y.Max = 0, 1
+	p := newPlot(o, "pass^k per domain", "k", "pass^k", true)
+	p.Y.Max = 1
 	for i, r := range rows {
 		xys := make(plotter.XYs, len(r.PassK))
 		for k, v := range r.PassK {
@@ -349,11 +355,7 @@ func throughputPlots(rates []Rate, o Options) (*plot.Plot, *plot.Plot, error) {
 		return nil, nil, nil
 	}
 	mk := func(title, ylabel, legend string, y func(Rate) float64) (*plot.Plot, error) {
-		p := plot.New()
-		p.Title.Text = titled(o, title)
-		p.X.Label.Text = "minutes since the first episode ended"
-		p.Y.Label.Text = ylabel
-		p.Y.Min = 0
+		p := newPlot(o, title, "minutes since the first episode ended", ylabel, false)
 		xys := make(plotter.XYs, len(rates))
 		for i, r := range rates {
 			xys[i] = plotter.XY{X: r.Minute, Y: y(r)}
@@ -380,12 +382,7 @@ func mismatchPlot(pts []StepPoint, o Options) (*plot.Plot, error) {
 	if len(pts) == 0 {
 		return nil, nil
 	}
-	p := plot.New()
-	p.Title.Text = titled(o, "train/inference log-prob mismatch")
-	p.X.Label.Text = "trainer step"
-	p.X.Tick.Marker = intTicks
-	p.Y.Label.Text = "nats / fraction of tokens"
-	p.Y.Min = 0
+	p := newPlot(o, "train/inference log-prob mismatch", "trainer step", "nats / fraction of tokens", true)
 	diff := make(plotter.XYs, len(pts))
 	capped := make(plotter.XYs, len(pts))
 	for i, q := range pts {
