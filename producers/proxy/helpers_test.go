@@ -34,22 +34,18 @@ import (
 // proxy's topics.
 func broker(tb testing.TB) tkafka.Config {
 	tb.Helper()
-	b, err := embedded.Start(embedded.Config{MinSessionTimeout: 200 * time.Millisecond, Partitions: 1})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(b.Close)
 	kc := tkafka.DefaultConfig()
-	kc.Brokers = []string{b.Addr()}
 	kc.Partitions = 1
 	kc.Reader.SessionTimeout = time.Second
 	kc.Reader.HeartbeatInterval = 200 * time.Millisecond
 	kc.Reader.MaxWait = 50 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := tkafka.EnsureTopics(ctx, kc, kc.Topics.Trajectories, kc.Topics.InfraErrors); err != nil {
+	b, err := embedded.ForPipeline(ctx, embedded.Config{MinSessionTimeout: 200 * time.Millisecond}, &kc)
+	if err != nil {
 		tb.Fatal(err)
 	}
+	tb.Cleanup(b.Close)
 	return kc
 }
 
