@@ -72,10 +72,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	rid := req.RequestID
-	if rid == "" {
-		rid = newID()
-	}
+	rid := requestID(req.RequestID)
 	res, ok := s.submit(w, r, sampler.Request{
 		ID: rid, Prompt: ids, Params: params, MaxNewTokens: s.maxNew(req.MaxTokens, 16, len(ids)),
 		StopTokenIDs: sids, IgnoreEOS: req.IgnoreEOS, StopStrings: stops, Seed: seedOf(req.Seed),
@@ -244,10 +241,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if maxTok == nil {
 		maxTok = req.MaxTokens
 	}
-	rid := req.Rid
-	if rid == "" {
-		rid = newID()
-	}
+	rid := requestID(req.Rid)
 	res, ok := s.submit(w, r, sampler.Request{
 		ID: rid, Prompt: ids, Params: params, MaxNewTokens: s.maxNew(maxTok, 0, len(ids)),
 		StopTokenIDs: sids, StopStrings: stops, Seed: seedOf(req.Seed),

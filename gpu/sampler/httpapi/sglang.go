@@ -208,10 +208,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	rid := req.Rid
-	if rid == "" {
-		rid = newID()
-	}
+	rid := requestID(req.Rid)
 	res, ok := s.submit(w, r, sampler.Request{
 		ID: rid, Prompt: ids, Params: params, MaxNewTokens: s.maxNew(sp.MaxNewTokens, 128, len(ids)),
 		StopTokenIDs: sids, IgnoreEOS: sp.IgnoreEOS, StopStrings: stops, Seed: seedOf(sp.SamplingSeed),
@@ -292,6 +289,14 @@ func (s *Server) text(res sampler.Result, skipSpecial, trimStop bool) (string, b
 var idCounter atomic.Uint64
 
 // newID returns a request id for requests that did not name one.
+// requestID is the client's request id, or a fresh one when it sent none.
+func requestID(given string) string {
+	if given != "" {
+		return given
+	}
+	return newID()
+}
+
 func newID() string {
 	return fmt.Sprintf("%x-%d", time.Now().UnixNano(), idCounter.Add(1))
 }
