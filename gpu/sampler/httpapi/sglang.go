@@ -288,7 +288,6 @@ func (s *Server) text(res sampler.Result, skipSpecial, trimStop bool) (string, b
 
 var idCounter atomic.Uint64
 
-// newID returns a request id for requests that did not name one.
 // requestID is the client's request id, or a fresh one when it sent none.
 func requestID(given string) string {
 	if given != "" {
@@ -297,6 +296,7 @@ func requestID(given string) string {
 	return newID()
 }
 
+// newID returns a request id for requests that did not name one.
 func newID() string {
 	return fmt.Sprintf("%x-%d", time.Now().UnixNano(), idCounter.Add(1))
 }
