@@ -103,12 +103,39 @@ func runPlot(ctx context.Context, cfg *plotConfig, out io.Writer) error {
 	if err := cfg.Filter.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
+	var (
+		in       figures.Input
+		baseline = cfg.Baseline
+		head     string
+		err      error
+	)
 	if cfg.Report != "" {
-		return plotReport(cfg, out)
+		in, baseline, head, err = reportInput(cfg)
+	} else {
+		in, head, err = archiveInput(ctx, cfg)
 	}
+	if err != nil {
+		return err
+	}
+	files, err := figures.Draw(cfg.Out, in, figures.Options{Formats: cfg.Formats, Baseline: baseline, Title: cfg.Title,
+		Width: vg.Length(cfg.WidthCM) * vg.Centimeter, Height: vg.Length(cfg.HeightCM) * vg.Centimeter})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, head)
+	for _, f := range files {
+		fmt.Fprintln(out, "wrote", f)
+	}
+	return nil
+}
+
+// archiveInput reads the figures' series from the archive (and the step log) and says what it
+// read.
+func archiveInput(ctx context.Context, cfg *plotConfig) (figures.Input, string, error) {
+	var in figures.Input
 	ds, err := dataset.Open(cfg.Dataset)
 	if err != nil {
-		return fmt.Errorf("plot: %w", err)
+		return in, "", fmt.Errorf("plot: %w", err)
 	}
 	seen := map[string]bool{}
 	var trajs []*schemas.Trajectory
@@ -119,12 +146,12 @@ func runPlot(ctx context.Context, cfg *plotConfig, out io.Writer) error {
 		}
 		return nil
 	}); err != nil {
-		return fmt.Errorf("plot: %w", err)
+		return in, "", fmt.Errorf("plot: %w", err)
 	}
 	if len(trajs) == 0 {
-		return errors.New("plot: no trajectory of the dataset passes the filter")
+		return in, "", errors.New("plot: no trajectory of the dataset passes the filter")
 	}
-	in := figures.Input{
+	in = figures.Input{
 		Reward:     figures.RewardByVersion(trajs),
 		PassK:      figures.PassKByDomain(trajs, cfg.MaxK),
 		Throughput: figures.Throughput(trajs),
@@ -132,25 +159,16 @@ func runPlot(ctx context.Context, cfg *plotConfig, out io.Writer) error {
 	if cfg.Steps != "" {
 		recs, err := steplog.Read(cfg.Steps)
 		if err != nil {
-			return fmt.Errorf("plot: %w", err)
+			return in, "", fmt.Errorf("plot: %w", err)
 		}
 		in.Mismatch = figures.Mismatch(recs)
 	}
-	files, err := figures.Draw(cfg.Out, in, figures.Options{Formats: cfg.Formats, Baseline: cfg.Baseline, Title: cfg.Title,
-		Width: vg.Length(cfg.WidthCM) * vg.Centimeter, Height: vg.Length(cfg.HeightCM) * vg.Centimeter})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "%d trajectories, %d policy versions", len(trajs), len(in.Reward))
+	head := fmt.Sprintf("%d trajectories, %d policy versions", len(trajs), len(in.Reward))
 	if len(in.Reward) > 0 {
 		first, last := in.Reward[0], in.Reward[len(in.Reward)-1]
-		fmt.Fprintf(out, ", mean reward v%.0f %.3f → v%.0f %.3f", first.X, first.Y, last.X, last.Y)
+		head += fmt.Sprintf(", mean reward v%.0f %.3f → v%.0f %.3f", first.X, first.Y, last.X, last.Y)
 	}
-	fmt.Fprintln(out)
-	for _, f := range files {
-		fmt.Fprintln(out, "wrote", f)
-	}
-	return nil
+	return in, head, nil
 }
 
 // experimentReport is the part of tau2-run experiment's report.json that plot draws.
@@ -182,31 +200,24 @@ type evalRow struct {
 	PassK []float64
 }
 
-// plotReport draws an experiment's report.json.
-func plotReport(cfg *plotConfig, out io.Writer) error {
+// reportInput reads the figures' series from an experiment's report.json; its baseline is the
+// demonstrator's success unless the command set one.
+func reportInput(cfg *plotConfig) (figures.Input, *float64, string, error) {
 	b, err := os.ReadFile(cfg.Report)
 	if err != nil {
-		return fmt.Errorf("plot: %w", err)
+		return figures.Input{}, nil, "", fmt.Errorf("plot: %w", err)
 	}
 	in, demo, err := parseReport(b, cfg.MaxK)
 	if err != nil {
-		return fmt.Errorf("plot: %s: %w", cfg.Report, err)
+		return in, nil, "", fmt.Errorf("plot: %s: %w", cfg.Report, err)
 	}
 	baseline := cfg.Baseline
 	if baseline == nil {
 		baseline = demo
 	}
-	files, err := figures.Draw(cfg.Out, in, figures.Options{Formats: cfg.Formats, Baseline: baseline, Title: cfg.Title,
-		Width: vg.Length(cfg.WidthCM) * vg.Centimeter, Height: vg.Length(cfg.HeightCM) * vg.Centimeter})
-	if err != nil {
-		return err
-	}
 	first, last := in.Reward[0], in.Reward[len(in.Reward)-1]
-	fmt.Fprintf(out, "report %s: %d policy versions, mean reward v%.0f %.3f → v%.0f %.3f\n", cfg.Report, len(in.Reward), first.X, first.Y, last.X, last.Y)
-	for _, f := range files {
-		fmt.Fprintln(out, "wrote", f)
-	}
-	return nil
+	return in, baseline, fmt.Sprintf("report %s: %d policy versions, mean reward v%.0f %.3f → v%.0f %.3f",
+		cfg.Report, len(in.Reward), first.X, first.Y, last.X, last.Y), nil
 }
 
 // parseReport turns a report.json into the figures' series (pass^k cut to maxK) and the
