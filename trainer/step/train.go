@@ -47,7 +47,8 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 	if err != nil || len(groups) == 0 {
 		return err
 	}
-	t.lastProgress, t.dropped = t.d.Now(), map[string]int{}
+	t.lastProgress = t.d.Now()
+	clear(t.dropped)
 	phase := func(name string, since time.Time) {
 		t.d.Metrics.PhaseSeconds.WithLabelValues(name).Observe(time.Since(since).Seconds())
 	}
