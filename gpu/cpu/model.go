@@ -138,6 +138,37 @@ func newLayerActs[T float](c gpu.Config, N int) layerActs[T] {
 	}
 }
 
+// layerIn is a decoder layer up to attention: x saved as the layer input, the input RMSNorm,
+// the q/k/v projections, the q/k norms and RoPE (into la.qr, la.kr, la.v). Training's forward and
+// the serving decoder's step run the same code around their different attention.
+func layerIn[T float](c gpu.Config, la *layerActs[T], lp layerParams[T], x, cos, sin []T, N int) {
+	H, Q, KV := c.HiddenSize, c.QDim(), c.KVDim()
+	nh, nkv, hd, eps := c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim, c.RMSNormEps
+	copy(la.xIn, x)
+	rmsnormForward(la.a, la.rstd1, la.xIn, lp.ln1, N, H, eps)
+	matmulForward(la.q, la.a, lp.wq, N, H, Q)
+	matmulForward(la.k, la.a, lp.wk, N, H, KV)
+	matmulForward(la.v, la.a, lp.wv, N, H, KV)
+	qkNormForward(la.qn, la.rstdQ, la.q, lp.qn, N, nh, hd, eps)
+	qkNormForward(la.kn, la.rstdK, la.k, lp.kn, N, nkv, hd, eps)
+	ropeForward(la.qr, la.qn, cos, sin, N, nh, hd)
+	ropeForward(la.kr, la.kn, cos, sin, N, nkv, hd)
+}
+
+// layerOut is a decoder layer after attention (la.att): the output projection and residual, the
+// post-attention RMSNorm and the SwiGLU MLP, whose residual is written to x.
+func layerOut[T float](c gpu.Config, la *layerActs[T], lp layerParams[T], x []T, N int) {
+	H, I, Q, eps := c.HiddenSize, c.IntermediateSize, c.QDim(), c.RMSNormEps
+	matmulForward(la.attnOut, la.att, lp.wo, N, Q, H)
+	residualForward(la.xMid, la.xIn, la.attnOut, N*H)
+	rmsnormForward(la.b, la.rstd2, la.xMid, lp.ln2, N, H, eps)
+	matmulForward(la.g, la.b, lp.wg, N, H, I)
+	matmulForward(la.u, la.b, lp.wu, N, H, I)
+	swigluForward(la.h, la.g, la.u, N*I)
+	matmulForward(la.mlpOut, la.h, lp.wd, N, I, H)
+	residualForward(x, la.xMid, la.mlpOut, N*H)
+}
+
 // acts is everything a forward pass keeps for its backward pass.
 type acts[T float] struct {
 	mb             *gpu.MicroBatch
@@ -154,7 +185,7 @@ type acts[T float] struct {
 // backward; without, one set is reused (LogProbs).
 func (m *model[T]) forward(mb *gpu.MicroBatch, keep bool) *acts[T] {
 	c := m.cfg
-	N, H, I, Q, KV := mb.Len(), c.HiddenSize, c.IntermediateSize, c.QDim(), c.KVDim()
+	N, H := mb.Len(), c.HiddenSize
 	nh, nkv, hd, eps := c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim, c.RMSNormEps
 	a := &acts[T]{mb: mb, n: N, plan: planHead(mb.Parent, mb.Score)}
 	a.cos, a.sin = ropeTables[T](mb.Positions, m.invFreq)
@@ -173,24 +204,9 @@ func (m *model[T]) forward(mb *gpu.MicroBatch, keep bool) *acts[T] {
 	for l, lp := range m.p.layers {
 		m.need(l + 1)
 		la := &a.layers[l%nbuf]
-		copy(la.xIn, x)
-		rmsnormForward(la.a, la.rstd1, la.xIn, lp.ln1, N, H, eps)
-		matmulForward(la.q, la.a, lp.wq, N, H, Q)
-		matmulForward(la.k, la.a, lp.wk, N, H, KV)
-		matmulForward(la.v, la.a, lp.wv, N, H, KV)
-		qkNormForward(la.qn, la.rstdQ, la.q, lp.qn, N, nh, hd, eps)
-		qkNormForward(la.kn, la.rstdK, la.k, lp.kn, N, nkv, hd, eps)
-		ropeForward(la.qr, la.qn, a.cos, a.sin, N, nh, hd)
-		ropeForward(la.kr, la.kn, a.cos, a.sin, N, nkv, hd)
+		layerIn(c, la, lp, x, a.cos, a.sin, N)
 		attentionForward(la.att, la.lse, la.qr, la.kr, la.v, mb.SubtreeEnd, N, nh, nkv, hd)
-		matmulForward(la.attnOut, la.att, lp.wo, N, Q, H)
-		residualForward(la.xMid, la.xIn, la.attnOut, N*H)
-		rmsnormForward(la.b, la.rstd2, la.xMid, lp.ln2, N, H, eps)
-		matmulForward(la.g, la.b, lp.wg, N, H, I)
-		matmulForward(la.u, la.b, lp.wu, N, H, I)
-		swigluForward(la.h, la.g, la.u, N*I)
-		matmulForward(la.mlpOut, la.h, lp.wd, N, I, H)
-		residualForward(x, la.xMid, la.mlpOut, N*H)
+		layerOut(c, la, lp, x, N)
 		m.done(l + 1)
 	}
 	m.headNeed()

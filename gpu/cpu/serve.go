@@ -112,7 +112,7 @@ func (d *Decoder) Step(seqs []gpu.ServeSeq) ([]gpu.Sampled, error) {
 	for _, s := range seqs {
 		N += len(s.Tokens)
 	}
-	H, I, Q, KV := c.HiddenSize, c.IntermediateSize, c.QDim(), c.KVDim()
+	H, KV := c.HiddenSize, c.KVDim()
 	nh, nkv, hd, eps := c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim, c.RMSNormEps
 	B := d.kv.BlockSize
 
@@ -136,29 +136,14 @@ func (d *Decoder) Step(seqs []gpu.ServeSeq) ([]gpu.Sampled, error) {
 	x := make([]float32, N*H)
 	embeddingForward(x, d.m.p.embed, tokens, H)
 	for l, lp := range d.m.p.layers {
-		copy(la.xIn, x)
-		rmsnormForward(la.a, la.rstd1, la.xIn, lp.ln1, N, H, eps)
-		matmulForward(la.q, la.a, lp.wq, N, H, Q)
-		matmulForward(la.k, la.a, lp.wk, N, H, KV)
-		matmulForward(la.v, la.a, lp.wv, N, H, KV)
-		qkNormForward(la.qn, la.rstdQ, la.q, lp.qn, N, nh, hd, eps)
-		qkNormForward(la.kn, la.rstdK, la.k, lp.kn, N, nkv, hd, eps)
-		ropeForward(la.qr, la.qn, cos, sin, N, nh, hd)
-		ropeForward(la.kr, la.kn, cos, sin, N, nkv, hd)
+		layerIn(c, &la, lp, x, cos, sin, N)
 		kc, vc := d.k[l], d.v[l]
 		for r, sl := range slot {
 			copy(kc[sl*KV:(sl+1)*KV], la.kr[r*KV:(r+1)*KV])
 			copy(vc[sl*KV:(sl+1)*KV], la.v[r*KV:(r+1)*KV])
 		}
 		pagedAttention(la.att, la.qr, kc, vc, seqs, rowSeq, positions, B, nh, nkv, hd)
-		matmulForward(la.attnOut, la.att, lp.wo, N, Q, H)
-		residualForward(la.xMid, la.xIn, la.attnOut, N*H)
-		rmsnormForward(la.b, la.rstd2, la.xMid, lp.ln2, N, H, eps)
-		matmulForward(la.g, la.b, lp.wg, N, H, I)
-		matmulForward(la.u, la.b, lp.wu, N, H, I)
-		swigluForward(la.h, la.g, la.u, N*I)
-		matmulForward(la.mlpOut, la.h, lp.wd, N, I, H)
-		residualForward(x, la.xMid, la.mlpOut, N*H)
+		layerOut(c, &la, lp, x, N)
 	}
 
 	// The language-model head runs only on the last row of each sequence that samples.
