@@ -9,11 +9,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -120,14 +121,8 @@ type decoderFactory func(w *gpu.Weights, c *Config) (gpu.Decoder, error)
 
 var backends = map[string]decoderFactory{}
 
-func backendNames() string {
-	var names []string
-	for n := range backends {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
-}
+// backendNames lists the backends this binary was built with.
+func backendNames() string { return strings.Join(slices.Sorted(maps.Keys(backends)), ", ") }
 
 func main() {
 	cfg := DefaultConfig()

@@ -7,8 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 
 	"tau2rl/gpu"
@@ -147,14 +148,8 @@ type backendFactory struct {
 
 var backends = map[string]backendFactory{}
 
-func backendNames() string {
-	var names []string
-	for n := range backends {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
-}
+// backendNames lists the backends this binary was built with.
+func backendNames() string { return strings.Join(slices.Sorted(maps.Keys(backends)), ", ") }
 
 // stdout is where summaries go (a variable so tests can capture it).
 var stdout io.Writer = os.Stdout
