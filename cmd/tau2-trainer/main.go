@@ -249,15 +249,18 @@ func latestCheckpoint(cfg *Config, rt *cli.Runtime) (*checkpoint.Manager, string
 // The caller restores the optimizer state.
 func buildBackend(cfg *Config, rt *cli.Runtime, f backendFactory, dir string, found bool, hw *hostWorld) (gpu.Backend, error) {
 	var err error
-	// build makes the backend of local rank r (its own device under parallel.devices).
+	// build makes the backend of local rank r (its own device under parallel.devices); weights
+	// reads the same starting weights on the host, for ranks built as shards (factory.shard).
 	var build func(c *Config) (gpu.Backend, error)
-	var randomConfig gpu.Config // the model of random initialisation (neither checkpoint nor model.path)
+	var weights func() (*gpu.Weights, error)
 	switch {
 	case found:
 		build = func(c *Config) (gpu.Backend, error) { return f.load(dir, c) }
+		weights = func() (*gpu.Weights, error) { return gpu.LoadWeights(dir) }
 	case cfg.Model.Path != "":
 		rt.Log.Info("starting from model", "path", cfg.Model.Path)
 		build = func(c *Config) (gpu.Backend, error) { return f.load(cfg.Model.Path, c) }
+		weights = func() (*gpu.Weights, error) { return gpu.LoadWeights(cfg.Model.Path) }
 	default:
 		mc := gpu.TinyConfig()
 		if cfg.Model.Config != "" {
@@ -265,51 +268,45 @@ func buildBackend(cfg *Config, rt *cli.Runtime, f backendFactory, dir string, fo
 				return nil, err
 			}
 		}
-		randomConfig = mc
 		rt.Log.Info("starting from random weights", "seed", cfg.Model.Seed, "layers", mc.NumHiddenLayers, "hidden", mc.HiddenSize)
 		build = func(c *Config) (gpu.Backend, error) { return f.random(mc, cfg.Model.Seed, c) }
+		weights = func() (*gpu.Weights, error) { return gpu.NewRandomWeights(mc, cfg.Model.Seed) }
 	}
-	var be gpu.Backend
-	if cfg.Parallel.enabled() {
-		rankConfig := func(r int) *Config {
-			c := *cfg
-			if len(cfg.Parallel.Devices) > 0 {
-				c.CUDA.Device = cfg.Parallel.Devices[r]
-			}
-			return &c
-		}
-		rankBuild := func(r int) (gpu.Backend, error) { return build(rankConfig(r)) }
-		if f.shard != nil {
-			// One host copy of the weights for every rank, each built as its shard.
-			var w *gpu.Weights
-			switch {
-			case found:
-				w, err = gpu.LoadWeights(dir)
-			case cfg.Model.Path != "":
-				w, err = gpu.LoadWeights(cfg.Model.Path)
-			default:
-				w, err = gpu.NewRandomWeights(randomConfig, cfg.Model.Seed)
-			}
-			if err != nil {
-				if found {
-					return nil, fmt.Errorf("resume from %s: %w", dir, err)
-				}
-				return nil, err
-			}
-			first, world := 0, cfg.Parallel.rankCount()
-			if hw != nil {
-				first, world = hw.firstRank, hw.world
-			}
-			rankBuild = func(r int) (gpu.Backend, error) { return f.shard(w, rankConfig(r), first+r, world) }
-		}
-		be, err = openParallel(cfg, rt, f, rankBuild, hw)
-	} else {
-		be, err = build(cfg)
-	}
+	be, err := openBuilt(cfg, rt, f, build, weights, hw)
 	if err != nil && found {
 		return nil, fmt.Errorf("resume from %s: %w", dir, err)
 	}
 	return be, err
+}
+
+// openBuilt builds the backend: one, or every local rank of a data-parallel group — as its
+// shard from one host copy of the weights when the factory can (the whole optimizer state of
+// 8B fits no GPU), else whole, for gpu/dp to shard.
+func openBuilt(cfg *Config, rt *cli.Runtime, f backendFactory, build func(*Config) (gpu.Backend, error),
+	weights func() (*gpu.Weights, error), hw *hostWorld) (gpu.Backend, error) {
+	if !cfg.Parallel.enabled() {
+		return build(cfg)
+	}
+	rankConfig := func(r int) *Config {
+		c := *cfg
+		if len(cfg.Parallel.Devices) > 0 {
+			c.CUDA.Device = cfg.Parallel.Devices[r]
+		}
+		return &c
+	}
+	rankBuild := func(r int) (gpu.Backend, error) { return build(rankConfig(r)) }
+	if f.shard != nil {
+		w, err := weights()
+		if err != nil {
+			return nil, err
+		}
+		first, world := 0, cfg.Parallel.rankCount()
+		if hw != nil {
+			first, world = hw.firstRank, hw.world
+		}
+		rankBuild = func(r int) (gpu.Backend, error) { return f.shard(w, rankConfig(r), first+r, world) }
+	}
+	return openParallel(cfg, rt, f, rankBuild, hw)
 }
 
 func run(ctx context.Context, rt *cli.Runtime, cfg *Config) (err error) {
