@@ -132,6 +132,16 @@ func relErrBF16(got []uint16, ref []float64) float64 {
 // relative error near 3e-3; a masking or indexing error is O(1).
 func TestAttentionKernels(t *testing.T) {
 	const tol = 1.5e-2
+	info, err := Device(0)
+	if err != nil {
+		t.Skip(err)
+	}
+	impls := []string{AttentionFA2, AttentionFA2Det, AttentionWMMA}
+	if info.Hopper {
+		impls = append(impls, AttentionHopper)
+	} else {
+		t.Logf("%s: no wgmma kernels here, the hopper kernels are not checked", info.Name)
+	}
 	rng := rand.New(rand.NewPCG(21, 22))
 	tree := buildTree(groupSequences(rng, 50, 2, 5, 150, 40)).mb
 	chainsMB := unpack([][]int32{make([]int32, 300), make([]int32, 131), make([]int32, 517), make([]int32, 1)}).mb
@@ -151,7 +161,7 @@ func TestAttentionKernels(t *testing.T) {
 			in := newAttnProblem(rng, tc.mb, tc.nh, tc.nkv, tc.hd)
 			ref := referenceAttention(in)
 			got := map[string]*attnOutputs{}
-			for _, impl := range []string{AttentionFA2, AttentionFA2Det, AttentionWMMA} {
+			for _, impl := range impls {
 				res, err := runAttention(in, impl, 0)
 				if err != nil {
 					t.Fatalf("%s: %v", impl, err)
@@ -199,6 +209,33 @@ func TestAttentionKernels(t *testing.T) {
 			if e := relErrBF16(a.dq, bf16s(det.dq)); !(e <= 4e-3) {
 				t.Errorf("fa2 (atomic dQ) vs fa2-deterministic dq: relative difference %.3g, want ≤ 4e-3", e)
 			}
+			if hop := got[AttentionHopper]; hop != nil {
+				// Same function, other tensor-core instructions and summation order: close to FA2's
+				// forward, deterministic, and its backward is FA2's own kernels.
+				if e := relErrBF16(hop.out, bf16s(a.out)); !(e <= tol) {
+					t.Errorf("hopper vs fa2 out: relative difference %.3g, want ≤ %g", e, tol)
+				}
+				var worst float64
+				for i, x := range hop.lse {
+					worst = math.Max(worst, math.Abs(float64(x-a.lse[i])))
+					if math.IsNaN(float64(x)) {
+						worst = math.Inf(1)
+					}
+				}
+				if worst > 1e-3 {
+					t.Errorf("hopper vs fa2 lse: max |Δ| %.3g, want ≤ 1e-3", worst)
+				}
+				again, err := runAttention(in, AttentionHopper, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(again.out, hop.out) || !slices.Equal(again.lse, hop.lse) {
+					t.Error("hopper: a second run gave other out/lse bits")
+				}
+				t.Logf("hopper out %.2e dq %.2e dk %.2e dv %.2e vs float64; out vs fa2 %.2e, lse max |Δ| %.2e",
+					relErrBF16(hop.out, ref.out), relErrBF16(hop.dq, ref.dq), relErrBF16(hop.dk, ref.dk),
+					relErrBF16(hop.dv, ref.dv), relErrBF16(hop.out, bf16s(a.out)), worst)
+			}
 			again, err := runAttention(in, AttentionFA2Det, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -240,6 +277,18 @@ func TestAttentionImplsAgreeInModel(t *testing.T) {
 	for _, name := range sortedKeys(wm.grads) {
 		if e := relErr(det.grads[name], wm.grads[name]); e > tolGradRel/2 || math.IsNaN(e) {
 			t.Errorf("gradient %s: fa2-deterministic vs wmma relative difference %.3g, want ≤ %g", name, e, tolGradRel/2)
+		}
+	}
+	if info, err := Device(0); err == nil && info.Hopper {
+		opt.Attention = AttentionHopper
+		hop := cudaFB(t, newBackend(t, w, opt), p.mb, dl)
+		if d := maxAbs(hop.logp, wm.logp); d > 0.05 {
+			t.Errorf("log-probs: hopper vs wmma max |Δ| %.3g, want ≤ 0.05", d)
+		}
+		for _, name := range sortedKeys(wm.grads) {
+			if e := relErr(hop.grads[name], wm.grads[name]); e > tolGradRel/2 || math.IsNaN(e) {
+				t.Errorf("gradient %s: hopper vs wmma relative difference %.3g, want ≤ %g", name, e, tolGradRel/2)
+			}
 		}
 	}
 	opt.Attention = "flash3"

@@ -107,6 +107,10 @@ func New(w *gpu.Weights, opt Options) (*Backend, error) {
 		return nil, fmt.Errorf("cuda: init device %d: %w", opt.Device, err)
 	}
 	b.ctx = ctx
+	if b.opt.Attention, err = resolveAttention(b.opt.Attention); err != nil {
+		b.Close()
+		return nil, err
+	}
 	if err := b.layout(); err != nil {
 		b.Close()
 		return nil, err

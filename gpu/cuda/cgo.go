@@ -11,6 +11,7 @@ import "C"
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
 )
 
@@ -119,10 +120,16 @@ type DeviceInfo struct {
 	SMs        int
 	FreeBytes  int64
 	TotalBytes int64
+	// Hopper: the wgmma attention kernels (Options.Attention "hopper") run here: compute
+	// capability 9.x and a kernel library built for sm_90a.
+	Hopper bool
 }
 
-// Device reports the name, multiprocessor count and memory of CUDA device ordinal dev.
+// Device reports the name, multiprocessor count, memory and Hopper kernel support of CUDA device
+// ordinal dev.
 func Device(dev int) (DeviceInfo, error) {
+	runtime.LockOSThread() // the device selected below is per OS thread
+	defer runtime.UnlockOSThread()
 	var buf [256]C.char
 	var sms C.int
 	if err := statusErr(C.t2_device_name(C.int(dev), &buf[0], 256, &sms)); err != nil {
@@ -135,7 +142,12 @@ func Device(dev int) (DeviceInfo, error) {
 	if err := statusErr(C.t2_mem_info(&fr, &tot)); err != nil {
 		return DeviceInfo{}, fmt.Errorf("cuda: device %d: %w", dev, err)
 	}
-	return DeviceInfo{Name: C.GoString(&buf[0]), SMs: int(sms), FreeBytes: int64(fr), TotalBytes: int64(tot)}, nil
+	hopper, err := hopperAvailable()
+	if err != nil {
+		return DeviceInfo{}, fmt.Errorf("cuda: device %d: %w", dev, err)
+	}
+	return DeviceInfo{Name: C.GoString(&buf[0]), SMs: int(sms), FreeBytes: int64(fr), TotalBytes: int64(tot),
+		Hopper: hopper}, nil
 }
 
 // DeviceCount is the number of CUDA devices this process sees (CUDA_VISIBLE_DEVICES applies); 0

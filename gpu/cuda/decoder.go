@@ -42,16 +42,19 @@ import (
 // its duration, so a Backend and a Decoder in one process must not run at the same time (one after
 // the other is fine: the stream is reset when Step returns). Device 0 only.
 type Decoder struct {
-	cfg    gpu.Config
-	kv     gpu.KVCacheSpec
-	dev    int
-	sms    int
-	ctx    dptr
-	pl     paramLayout
-	param  dptr // bf16 weights, pl's layout
-	kc, vc dptr // K and V caches, [layers][slots][kvdim] bf16
-	ws     decodeWS
-	closed bool
+	cfg   gpu.Config
+	kv    gpu.KVCacheSpec
+	dev   int
+	sms   int
+	ctx   dptr
+	pl    paramLayout
+	param dptr // bf16 weights, pl's layout
+	// attImpl runs the attention among a step's own tokens (prefill chunks): T2_ATT_HOPPER where
+	// the device and kernel build allow it (hopperAvailable), else T2_ATT_FA2.
+	attImpl C.int
+	kc, vc  dptr // K and V caches, [layers][slots][kvdim] bf16
+	ws      decodeWS
+	closed  bool
 
 	// stream carries every launch of a step, so that it can be captured into a CUDA graph; graphs
 	// holds one executable graph per step shape (tokens, attention items, sampled rows), replayed
@@ -279,6 +282,13 @@ func NewDecoder(w *gpu.Weights, kv gpu.KVCacheSpec) (*Decoder, error) {
 		return nil, fmt.Errorf("cuda: decoder: init device %d: %w", d.dev, err)
 	}
 	d.ctx = ctx
+	d.attImpl = C.T2_ATT_FA2
+	if ok, err := hopperAvailable(); err != nil {
+		_ = d.Close()
+		return nil, fmt.Errorf("cuda: decoder: %w", err)
+	} else if ok {
+		d.attImpl = C.T2_ATT_HOPPER // prefill and multi-token steps: the trainer's wgmma forward
+	}
 	var st dptr
 	if err := statusErr(C.t2_stream_create(&st)); err != nil {
 		_ = d.Close()
@@ -713,7 +723,7 @@ func (d *Decoder) forward(s *seq, n, nitems, maxRows int, pure bool) {
 		if !pure {
 			s.do(at("attention (step tokens)"), func() C.t2_status {
 				return C.t2_attention_fwd(w.att, f32p(w.lse), w.qr, w.kr, vnew, ci(QD), ci(KVD), ci(QKV),
-					i32p(w.send), i32p(w.blockmax), ci(n), ci(nh), ci(nkv), ci(hd), C.T2_ATT_FA2)
+					i32p(w.send), i32p(w.blockmax), ci(n), ci(nh), ci(nkv), ci(hd), d.attImpl)
 			})
 		}
 		if nitems > 0 {

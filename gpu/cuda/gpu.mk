@@ -12,12 +12,13 @@
 #   make gpu-trainer  bin/tau2-trainer with the CUDA backend (backend=cuda)
 #   make gpu-sampler  bin/tau2-sampler with the CUDA decoder (backend=cuda)
 #
-# Needs nvcc (CUDA ≥ 11.8; sm_90 by default: GPU_ARCH='-gencode arch=compute_80,code=sm_80' for
-# A100) and cuBLAS. Nothing here runs in CI: without the cuda tag no Go file of gpu/cuda uses cgo.
+# Needs nvcc (CUDA ≥ 12.0; sm_90a by default — Hopper's arch-specific features, which the wgmma
+# attention kernels use; GPU_ARCH='-gencode arch=compute_80,code=sm_80' for A100, where those kernels
+# compile to nothing and Options.Attention "auto" picks the FA2 ones) and cuBLAS. Nothing here runs in CI: without the cuda tag no Go file of gpu/cuda uses cgo.
 
 CUDA_HOME ?= /usr/local/cuda
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo $(CUDA_HOME)/bin/nvcc)
-GPU_ARCH ?= -gencode arch=compute_90,code=sm_90
+GPU_ARCH ?= -gencode arch=compute_90a,code=sm_90a
 GPU_NVCCFLAGS ?= -O3 -std=c++17 -lineinfo -Xcompiler -fPIC $(GPU_ARCH)
 GPU_DIR := gpu/cuda
 GPU_SRC := $(wildcard $(GPU_DIR)/csrc/*.cu)
@@ -42,7 +43,9 @@ $(NCCL_LIB): $(NCCL_GO_DIR)/csrc/t2nccl.cu $(NCCL_GO_DIR)/csrc/t2nccl.h
 	rm -f $@ && ar rcs $@ $(@D)/t2nccl.o
 	@[ -e $(NCCL_LIBDIR)libnccl.so ] || ln -sf $$(ls $(NCCL_LIBDIR)libnccl.so.* | head -1) $(@D)/libnccl.so
 
-$(GPU_DIR)/build/%.o: $(GPU_DIR)/csrc/%.cu $(GPU_DIR)/csrc/t2cuda.h $(GPU_DIR)/csrc/common.cuh $(GPU_DIR)/csrc/attention_impl.h $(GPU_DIR)/csrc/vec.cuh
+GPU_HDR := $(wildcard $(GPU_DIR)/csrc/*.h $(GPU_DIR)/csrc/*.cuh)
+
+$(GPU_DIR)/build/%.o: $(GPU_DIR)/csrc/%.cu $(GPU_HDR)
 	@mkdir -p $(@D)
 	$(NVCC) $(GPU_NVCCFLAGS) -c $< -o $@
 

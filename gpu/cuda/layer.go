@@ -212,13 +212,16 @@ func (b *Backend) uploadBatch(mb *gpu.MicroBatch) error {
 // attImpl is the t2_attention_* kernel selector for b.opt.Attention (validated in New).
 func (b *Backend) attImpl() C.int { return attImplOf(b.opt.Attention) }
 
-// attImplOf maps an Options.Attention value (validated) to its t2_attention_* selector.
+// attImplOf maps an Options.Attention value (validated and resolved, see resolveAttention) to its
+// t2_attention_* selector.
 func attImplOf(name string) C.int {
 	switch name {
 	case AttentionWMMA:
 		return C.T2_ATT_WMMA
 	case AttentionFA2Det:
 		return C.T2_ATT_FA2_DET
+	case AttentionHopper:
+		return C.T2_ATT_HOPPER
 	}
 	return C.T2_ATT_FA2
 }

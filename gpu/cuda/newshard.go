@@ -41,6 +41,10 @@ func NewShard(w *gpu.Weights, opt Options, rank, world int) (*Backend, error) {
 		return nil, fmt.Errorf("cuda: init device %d: %w", opt.Device, err)
 	}
 	b.ctx = ctx
+	if b.opt.Attention, err = resolveAttention(b.opt.Attention); err != nil {
+		b.Close()
+		return nil, err
+	}
 	b.offs, b.embed, b.norm, b.lmHead, b.layers = pl.offs, pl.embed, pl.norm, pl.lmHead, pl.layers
 	padded := sh.Len * world
 	for _, p := range []struct {

@@ -1,6 +1,10 @@
 package cuda
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // Options tunes the CUDA backend. They change speed and memory, never the numbers computed
 // (up to floating-point summation order).
@@ -22,8 +26,11 @@ type Options struct {
 	// score and accumulator tiles in registers, cp.async double buffering, dQ accumulated with fp32
 	// atomics; the default), "fa2-deterministic" (the same forward; a backward about a third slower,
 	// with a separate dQ pass recomputing the scores, whose gradients are the same bits on every run)
-	// or "wmma" (the first kernels, WMMA with every tile staged through shared memory; slower, kept
-	// as a cross-check and fallback). All compute the same function. Empty means "fa2".
+	// "wmma" (the first kernels, WMMA with every tile staged through shared memory; slower, kept
+	// as a cross-check and fallback), "hopper" (the forward with Hopper's warpgroup MMA, wgmma,
+	// csrc/attention_sm90.cu, and the "fa2" backward; H100/H200 and kernels built for sm_90a only)
+	// or "auto" ("hopper" where the device and the kernel build allow it, else "fa2"). All compute
+	// the same function. Empty means "auto".
 	Attention string `yaml:"attention"`
 }
 
@@ -32,7 +39,12 @@ const (
 	AttentionFA2    = "fa2"
 	AttentionFA2Det = "fa2-deterministic"
 	AttentionWMMA   = "wmma"
+	AttentionHopper = "hopper"
+	AttentionAuto   = "auto"
 )
+
+// attentionNames lists the accepted Options.Attention values, for Validate's message.
+var attentionNames = []string{AttentionAuto, AttentionFA2, AttentionFA2Det, AttentionWMMA, AttentionHopper}
 
 // DefaultOptions returns device 0, no recomputation, 16384-row logit chunks, the FA2 attention
 // kernels.
@@ -48,9 +60,8 @@ func (o Options) Validate() error {
 	if o.LogitChunk <= 0 {
 		return fmt.Errorf("cuda: options logit_chunk %d must be > 0", o.LogitChunk)
 	}
-	if o.Attention != "" && o.Attention != AttentionFA2 && o.Attention != AttentionFA2Det && o.Attention != AttentionWMMA {
-		return fmt.Errorf("cuda: options attention %q: want %q, %q or %q", o.Attention, AttentionFA2,
-			AttentionFA2Det, AttentionWMMA)
+	if o.Attention != "" && !slices.Contains(attentionNames, o.Attention) {
+		return fmt.Errorf("cuda: options attention %q: want one of %s", o.Attention, strings.Join(attentionNames, ", "))
 	}
 	return nil
 }

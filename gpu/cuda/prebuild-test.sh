@@ -14,7 +14,17 @@ root=$(git rev-parse --show-toplevel)
 cd "$root"
 grep -qx '/.devbin/' .git/info/exclude 2>/dev/null || echo '/.devbin/' >> .git/info/exclude
 mkdir -p .devbin/stub
-if command -v nvcc >/dev/null; then
+# A usable nvcc compiles a kernel for the default GPU_ARCH (a partial toolkit, or one older than the
+# sm_90a target, does not: CUDA 11.8 or a toolkit without cicc): otherwise the stub library below
+# stands in.
+nvcc_works() {
+  command -v nvcc >/dev/null || return 1
+  echo '__global__ void t2_probe_kernel() {}' > .devbin/stub/probe.cu
+  # shellcheck disable=SC2086 # GPU_ARCH is a list of flags
+  nvcc -std=c++17 ${GPU_ARCH:--gencode arch=compute_90a,code=sm_90a} -c .devbin/stub/probe.cu \
+    -o .devbin/stub/probe.o >/dev/null 2>&1
+}
+if nvcc_works; then
   cuda=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
   libdir=$cuda/lib64
   [[ -d $libdir ]] || libdir=/usr/lib/x86_64-linux-gnu

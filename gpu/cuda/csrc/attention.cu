@@ -15,7 +15,8 @@
  * so most steps need only __syncwarp; shared K/V/Q tiles are guarded by __syncthreads.
  *
  * These are the first kernels (T2_ATT_WMMA); attention_fa2.cu holds the FlashAttention-2-style ones
- * (T2_ATT_FA2, the default, and T2_ATT_FA2_DET), which the public entry points below dispatch to.
+ * (T2_ATT_FA2, the default, and T2_ATT_FA2_DET) and attention_sm90.cu the Hopper forward
+ * (T2_ATT_HOPPER, whose backward is FA2's), which the public entry points below dispatch to.
  *
  * Backward is split in two deterministic kernels (no atomics): one per key block accumulating dK, dV
  * over the query blocks that can see it (and over the query heads of its GQA group), one per query
@@ -241,7 +242,11 @@ extern "C" t2_status t2_attention_fwd(void *out, float *lse, const void *q, cons
                                       const int32_t *blockmax, int n, int nh, int nkv, int d, int impl) {
     T2_REQUIRE(n > 0 && nh > 0 && nkv > 0 && nh % nkv == 0, "t2_attention_fwd(shape)");
     T2_REQUIRE(strides_ok(d, q_stride, k_stride, v_stride), "t2_attention_fwd(strides multiple of 8)");
-    T2_REQUIRE(impl == T2_ATT_FA2 || impl == T2_ATT_FA2_DET || impl == T2_ATT_WMMA, "t2_attention_fwd(impl)");
+    T2_REQUIRE(impl == T2_ATT_FA2 || impl == T2_ATT_FA2_DET || impl == T2_ATT_WMMA || impl == T2_ATT_HOPPER,
+               "t2_attention_fwd(impl)");
+    if (impl == T2_ATT_HOPPER)
+        return t2_attention_fwd_sm90(out, lse, q, k, v, q_stride, k_stride, v_stride, subtree_end, blockmax, n, nh,
+                                     nkv, d);
     if (impl != T2_ATT_WMMA) /* both FA2 variants share the forward kernel */
         return t2_attention_fwd_fa2(out, lse, q, k, v, q_stride, k_stride, v_stride, subtree_end, blockmax, n, nh,
                                     nkv, d);
@@ -490,15 +495,16 @@ extern "C" t2_status t2_attention_bwd(float *dq, void *dk, int dk_stride, void *
                                       int nh, int nkv, int d, int impl) {
     T2_REQUIRE(n > 0 && nh > 0 && nkv > 0 && nh % nkv == 0, "t2_attention_bwd(shape)");
     T2_REQUIRE(strides_ok(d, q_stride, k_stride, v_stride), "t2_attention_bwd(strides multiple of 8)");
-    T2_REQUIRE(impl == T2_ATT_FA2 || impl == T2_ATT_FA2_DET || impl == T2_ATT_WMMA, "t2_attention_bwd(impl)");
+    T2_REQUIRE(impl == T2_ATT_FA2 || impl == T2_ATT_FA2_DET || impl == T2_ATT_WMMA || impl == T2_ATT_HOPPER,
+               "t2_attention_bwd(impl)");
     T2_REQUIRE(impl != T2_ATT_WMMA || scratch_bf16 != NULL, "t2_attention_bwd(scratch_bf16 required by T2_ATT_WMMA)");
     T2_REQUIRE(d == 64 || d == 128, "t2_attention_bwd(head_dim 64 or 128)");
     long warps = (long)n * nh;
     attention_bwd_dot_kernel<<<(int)((warps * 32 + 255) / 256), 256, 0, t2_stream>>>(scratch_d, (const bf16 *)dout,
                                                                          (const bf16 *)out, n, nh, d);
     T2_LAUNCHED("attention_bwd_dot_kernel");
-    if (impl == T2_ATT_FA2 || impl == T2_ATT_FA2_DET)
-        return t2_attention_bwd_fa2(dq, impl == T2_ATT_FA2, dk, dk_stride, dv, dv_stride, scratch_d, dout, lse, q, k,
+    if (impl == T2_ATT_FA2 || impl == T2_ATT_FA2_DET || impl == T2_ATT_HOPPER) /* Hopper: its own forward only */
+        return t2_attention_bwd_fa2(dq, impl != T2_ATT_FA2_DET, dk, dk_stride, dv, dv_stride, scratch_d, dout, lse, q, k,
                                     v, q_stride, k_stride, v_stride, subtree_end, blockmax, n, nh, nkv, d);
     t2_status st;
     switch (d) { /* the WMMA kernels write bf16 dq, widened to fp32 afterwards */

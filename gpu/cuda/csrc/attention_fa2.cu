@@ -32,6 +32,7 @@
 #include "common.cuh"
 #include "attention_impl.h"
 #include "vec.cuh"
+#include "tile.cuh"
 #include <math.h>
 #include <stdint.h>
 
@@ -42,16 +43,6 @@ constexpr int BN = 64; /* keys per tile (forward, dQ); queries per tile (dK/dV);
 template <int D> struct Ld {
     static constexpr int v = D + 8; /* padded bf16 row: consecutive rows start 16 bytes apart in the banks */
 };
-
-__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-/* 16-byte asynchronous global→shared copy; when !valid nothing is read and the 16 bytes are zeroed */
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
-    const int bytes = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
 __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -158,15 +149,6 @@ __device__ __forceinline__ void red_add4(float *p, float4 v) {
     atomicAdd(p + 2, v.z);
     atomicAdd(p + 3, v.w);
 #endif
-}
-
-__device__ __forceinline__ float shfl_max4(float x) {
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float shfl_sum4(float x) {
-    x += __shfl_xor_sync(0xffffffffu, x, 1);
-    return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
 /* ------------------------------------------------------------------------------------------------ */

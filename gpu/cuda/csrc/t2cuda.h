@@ -10,8 +10,8 @@
  * Layout conventions (llm.c style, row-major): activations are [N, C] with N tokens; linear weights
  * are Hugging Face's [out, in]; bf16 = __nv_bfloat16 passed as void* so cgo needs no CUDA headers.
  *
- * defines: t2_* in context.cu, matmul.cu, norm.cu, attention.cu (+ attention_fa2.cu), elementwise.cu, logprob.cu, adamw.cu,
- *          paged_attention.cu, sample.cu
+ * defines: t2_* in context.cu, matmul.cu, norm.cu, attention.cu (+ attention_fa2.cu, attention_sm90.cu),
+ *          elementwise.cu, logprob.cu, adamw.cu, paged_attention.cu, sample.cu
  */
 #ifndef T2CUDA_H
 #define T2CUDA_H
@@ -101,11 +101,16 @@ t2_status t2_qknorm_rope_bwd(void *dqkv, float *dqw, float *dkw, const float *dq
  * tile can see, the min finds tiles every query sees whole (no per-element mask).
  * impl picks the kernels: T2_ATT_FA2 (mma.sync fragments in registers, dQ accumulated with fp32
  * atomics; the default), T2_ATT_FA2_DET (the same forward; a backward with a separate dQ pass that
- * gives the same bits every run) or T2_ATT_WMMA (the first kernels, WMMA through shared memory; kept
- * as a reference and fallback; deterministic). */
+ * gives the same bits every run), T2_ATT_WMMA (the first kernels, WMMA through shared memory; kept
+ * as a reference and fallback; deterministic) or T2_ATT_HOPPER (the forward with Hopper's warpgroup
+ * MMA, attention_sm90.cu, and the T2_ATT_FA2 backward; only where t2_attention_sm90_available). */
 #define T2_ATT_FA2 0
 #define T2_ATT_WMMA 1
 #define T2_ATT_FA2_DET 2
+#define T2_ATT_HOPPER 3
+/* *available = 1 when the current device has compute capability 9.x and this library's kernels were
+ * built for sm_90a (wgmma), else 0. */
+t2_status t2_attention_sm90_available(int *available);
 t2_status t2_tree_blockmax(int32_t *blockmax, const int32_t *subtree_end, int n);
 t2_status t2_attention_fwd(void *out, float *lse, const void *q, const void *k, const void *v, int q_stride,
                            int k_stride, int v_stride, const int32_t *subtree_end, const int32_t *blockmax,

@@ -1,0 +1,334 @@
+/*
+ * attention_sm90.cu: the tree-attention forward pass with Hopper's warpgroup MMA (wgmma, sm_90a),
+ * the T2_ATT_HOPPER kernels' forward (their backward is the FA2 one: attention.cu dispatches).
+ *
+ * Same mask, outputs and base-2 lse as attention_fa2.cu: key j is visible to query i iff
+ * j ≤ i ≤ subtree_end[j]; tile skipping and the unmasked fast path use the same per-64-key block
+ * maxima/minima of subtree_end (t2_tree_blockmax). What changes is how the products run:
+ *   - a block is NWG warpgroups; warpgroup g owns 64 query rows and issues its products as
+ *     wgmma.m64nNk16: S = Q·Kᵀ (m64n64, both operands read by the tensor cores straight from
+ *     shared memory through matrix descriptors, no ldmatrix) and O += P·V (m64n{D}, P from
+ *     registers — the S accumulator repacked to bf16 in place, V read transposed from shared
+ *     memory);
+ *   - the products are asynchronous, and each warpgroup overlaps them with its own softmax as
+ *     FlashAttention-3 does within a warpgroup: S of this tile and P·V of the previous one are
+ *     issued together, only S is waited for, and this tile's softmax runs while P·V is still on
+ *     the tensor cores;
+ *   - tiles are staged in the no-swizzle core-matrix layout (wgmma.cuh), so the cp.async copy of a
+ *     tile writes shared memory linearly: 16-byte chunk number c of a tile lands at byte 16·c, and
+ *     a warp's 32 chunks are 512 contiguous bytes (no bank conflicts, no padding);
+ *   - K/V tiles rotate through 3 stages with cp.async: while S reads one and P·V another, the
+ *     next tile loads into the third; one barrier per tile publishes a tile and frees a stage.
+ * Not (yet) FlashAttention-3's TMA loads, producer/consumer warp specialization or ping-pong
+ * scheduling: see docs/PERFORMANCE.md for what this kernel reaches and what those would add.
+ *
+ * Built for sm_90a only (the Makefile's default GPU_ARCH); for any other target the kernel body is
+ * empty and t2_attention_sm90_available reports 0, so the Go side refuses the "hopper" kernels
+ * with an error instead of running an empty kernel.
+ * defines: t2_attention_sm90_available, t2_attention_fwd_sm90 (declared in attention_impl.h)
+ */
+#include "common.cuh"
+#include "attention_impl.h"
+#include "tile.cuh"
+#include "vec.cuh"
+#include "wgmma.cuh"
+#include <math.h>
+#include <stdint.h>
+
+namespace {
+
+constexpr int BN = 64;    /* keys per tile = t2_tree_blockmax's granularity */
+constexpr int NWG = 3;    /* warpgroups per block: 192 query rows (2: 128 rows, 18% slower on 16k-token chains) */
+constexpr int STAGES = 3; /* K/V tiles in shared memory: the one being loaded, the one S reads, the one P·V reads */
+
+/* Byte size of a rows × D bf16 tile in the core-matrix layout (8-row groups of D/8 core matrices). */
+template <int D> __host__ __device__ constexpr int tile_bytes(int rows) { return rows * D * 2; }
+
+template <int D> struct Smem {
+    static constexpr int BR = 64 * NWG;
+    static constexpr size_t q = 0;
+    static constexpr size_t k = q + tile_bytes<D>(BR);
+    static constexpr size_t v = k + (size_t)STAGES * tile_bytes<D>(BN);
+    static constexpr size_t end = v + (size_t)STAGES * tile_bytes<D>(BN);
+    static constexpr size_t bytes = end + (size_t)STAGES * BN * 4;
+};
+
+/* rows × D bf16 rows from src (row stride in elements) starting at global row row0 into a shared tile
+ * in the core-matrix layout, rows ≥ n zeroed. Chunk idx (16 bytes) goes to byte 16·idx: within an
+ * 8-row group the 8 rows of one 16-byte column chunk are consecutive (one core matrix), then the
+ * D/8 column chunks, then the next 8-row group. */
+template <int D, int ROWS, int NT>
+__device__ __forceinline__ void load_tile(unsigned char *dst, const bf16 *src, int stride, int row0, int n) {
+    constexpr int CPR = D / 8; /* 16-byte chunks per row */
+#pragma unroll
+    for (int idx = threadIdx.x; idx < ROWS * CPR; idx += NT) {
+        const int r8 = idx & 7, rest = idx >> 3;
+        const int c = rest % CPR, rg = rest / CPR;
+        const int row = row0 + rg * 8 + r8;
+        const bool ok = row < n;
+        cp_async16(dst + (size_t)idx * 16, src + (size_t)(ok ? row : 0) * stride + c * 8, ok);
+    }
+}
+
+/* The two products for one warpgroup and one key tile. Q and K tiles are K-major (K = head dim):
+ * core matrices along K are 128 bytes apart (LBO), 8-row groups D·16 bytes apart (SBO); one k16
+ * step is two core matrices, 256 bytes. V is the B operand of P·V stored N-major (its rows are
+ * keys = the K dimension of that product, its columns the head dim = N): LBO = D·16 bytes between
+ * 8-key groups, SBO = 128 bytes between 8-column groups; one k16 step is two 8-key groups. */
+template <int D>
+__device__ __forceinline__ void qk_product(float s[32], uint32_t q_addr, uint32_t k_addr) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+        wg::wgmma_ss_n64(s, wg::desc(q_addr + kk * 256, 128, D * 16), wg::desc(k_addr + kk * 256, 128, D * 16),
+                         kk > 0);
+}
+
+/* P (bf16, 4 A fragments of 16 keys) from the softmax'd score accumulator s. */
+__device__ __forceinline__ void pack_p(uint32_t pa[BN / 16][4], const float s[32]) {
+#pragma unroll
+    for (int kc = 0; kc < BN / 16; ++kc) {
+        pa[kc][0] = pack2(s[8 * kc + 0], s[8 * kc + 1]);
+        pa[kc][1] = pack2(s[8 * kc + 2], s[8 * kc + 3]);
+        pa[kc][2] = pack2(s[8 * kc + 4], s[8 * kc + 5]);
+        pa[kc][3] = pack2(s[8 * kc + 6], s[8 * kc + 7]);
+    }
+}
+
+/* wgmma reads its register A operand asynchronously: the registers must keep their values until the
+ * wait that retires the product. keep_live makes the compiler treat pa as read and rewritten at the
+ * wait, so it neither reuses those registers earlier nor moves the next packing above the wait. */
+__device__ __forceinline__ void keep_live(uint32_t pa[BN / 16][4]) {
+#pragma unroll
+    for (int kc = 0; kc < BN / 16; ++kc)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(pa[kc][e])::"memory");
+}
+
+template <int D>
+__device__ __forceinline__ void pv_product(float (&o)[D / 2], const uint32_t pa[BN / 16][4], uint32_t v_addr) {
+#pragma unroll
+    for (int kc = 0; kc < BN / 16; ++kc) {
+        const uint64_t bd = wg::desc(v_addr + kc * 2 * D * 16, D * 16, 128);
+        if constexpr (D == 128)
+            wg::wgmma_rs_n128_tb(o, pa[kc], bd);
+        else
+            wg::wgmma_rs_n64_tb(o, pa[kc], bd);
+    }
+}
+
+template <int D>
+__global__ void __launch_bounds__(NWG * 128, 1)
+    sm90_fwd_kernel(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, int qs, int ks, int vs,
+                    const int32_t *send, const int32_t *bmax, const int32_t *bmin, int n, int nh, int group,
+                    float sl2) {
+#if T2_HAS_WGMMA
+    typedef Smem<D> L;
+    constexpr int BR = L::BR, NT = NWG * 128;
+    extern __shared__ __align__(128) unsigned char smem[];
+    unsigned char *sQ = smem + L::q, *sK = smem + L::k, *sV = smem + L::v;
+    int *sEnd = (int *)(smem + L::end);
+
+    const int qb = gridDim.x - 1 - blockIdx.x; /* the longest rows (most keys) start first */
+    const int h = blockIdx.y, g = h / group;
+    const int q0 = qb * BR;
+    const int wgi = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    const int r0 = q0 + wgi * 64, r1 = r0 + 63;      /* this warpgroup's rows */
+    const int row_a = r0 + warp * 16 + (lane >> 2); /* the thread's rows: row_a and row_a + 8 */
+    const bf16 *kg = k + g * D, *vg = v + g * D;
+    const int kend = min(q0 + BR - 1, n - 1) / BN;
+    const uint32_t q_addr = smem_u32(sQ) + wgi * tile_bytes<D>(64);
+    const uint32_t k_addr = smem_u32(sK), v_addr = smem_u32(sV);
+
+    /* the block's next key tile at or after kb that some row of the block can see (kend + 1: none) */
+    auto next_tile = [&](int kb) {
+        while (kb <= kend && bmax[kb] < q0) ++kb;
+        return kb;
+    };
+    auto load_kv = [&](int kb, int st) {
+        if (kb > kend) return;
+        load_tile<D, BN, NT>(sK + st * tile_bytes<D>(BN), kg, ks, kb * BN, n);
+        load_tile<D, BN, NT>(sV + st * tile_bytes<D>(BN), vg, vs, kb * BN, n);
+        for (int i = threadIdx.x; i < BN; i += NT) sEnd[st * BN + i] = kb * BN + i < n ? send[kb * BN + i] : -1;
+    };
+
+    /* Tile t of the block's key-tile sequence lives in stage t mod STAGES; it loads while tile t−1 is
+     * in use, and the stage it overwrites held tile t−3, whose last reader (P·V, issued at tile
+     * t−2) every warpgroup has waited for before the barrier that precedes the load. */
+    load_tile<D, BR, NT>(sQ, q + h * D, qs, q0, n);
+    int kb = next_tile(0);
+    load_kv(kb, 0);
+    cp_commit();
+
+    float s[32], o[D / 2];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) s[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2] = {1.f, 1.f};
+    uint32_t pa[BN / 16][4] = {}; /* P of the previous tile, the A operand of its P·V */
+    int st = 0, pst = 0;          /* stages of this tile and of the previous one */
+
+    /* FlashAttention-3's intra-warpgroup overlap: per tile, S = Q·Kᵀ of this tile and P·V of the
+     * previous one are issued back to back; the softmax of this tile waits only for S and runs while
+     * P·V is still on the tensor cores. Every product is issued unconditionally — a tile no row of
+     * this warpgroup sees is computed and masked to zero, and the first tile's "previous P·V" is
+     * P = 0 against its own (valid) V — because ptxas serializes every wgmma of a kernel in which one
+     * sits under a data-dependent branch (C7520), and it must see each pipeline stage opened and
+     * closed within the loop body (C7515). */
+    while (kb <= kend) {
+        cp_wait_all(); /* tile kb landed (this thread's part) */
+        wg::fence_proxy_async();
+        __syncthreads(); /* tile kb visible to all; the stage loaded next is free */
+        const int nkb = next_tile(kb + 1);
+        const int nst = st + 1 == STAGES ? 0 : st + 1;
+        load_kv(nkb, nst);
+        cp_commit();
+
+#pragma unroll
+        for (int t = 0; t < D / 8; ++t) { /* the previous tile's rescale, before its P·V (and before
+                                             S is issued: ptxas otherwise waits for S first, C7517) */
+            o[4 * t] *= alpha[0];
+            o[4 * t + 1] *= alpha[0];
+            o[4 * t + 2] *= alpha[1];
+            o[4 * t + 3] *= alpha[1];
+        }
+        wg::fence_operand(s);
+        wg::fence_operand(o);
+        keep_live(pa);
+        wg::fence();
+        qk_product<D>(s, q_addr, k_addr + st * tile_bytes<D>(BN));
+        wg::commit();
+        pv_product<D>(o, pa, v_addr + pst * tile_bytes<D>(BN));
+        wg::commit();
+        wg::wait<1>(); /* S (committed first); P·V keeps running */
+        wg::fence_operand(s);
+
+        const int k0 = kb * BN;
+        const bool full = k0 + BN - 1 <= r0 && r1 <= bmin[kb] && r1 < n;
+        const int *cEnd = sEnd + st * BN;
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) { /* online softmax in the base-2 domain on the thread's two rows */
+            const int i = row_a + hf * 8;
+            float mx = -INFINITY;
+#pragma unroll
+            for (int t = 0; t < BN / 8; ++t) {
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    float x = s[4 * t + 2 * hf + e] * sl2;
+                    if (!full) {
+                        const int jj = t * 8 + (lane & 3) * 2 + e;
+                        x = (k0 + jj <= i && i <= cEnd[jj]) ? x : -INFINITY;
+                    }
+                    s[4 * t + 2 * hf + e] = x;
+                    mx = fmaxf(mx, x);
+                }
+            }
+            mx = shfl_max4(mx);
+            const float mnew = fmaxf(m[hf], mx);
+            const float mref = mnew == -INFINITY ? 0.f : mnew; /* a row with nothing visible yet */
+            alpha[hf] = exp2f(m[hf] - mref);
+            m[hf] = mnew;
+            float sum = 0.f;
+#pragma unroll
+            for (int t = 0; t < BN / 8; ++t) {
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const float p = exp2f(s[4 * t + 2 * hf + e] - mref);
+                    s[4 * t + 2 * hf + e] = p;
+                    sum += p;
+                }
+            }
+            l[hf] = l[hf] * alpha[hf] + sum;
+        }
+        wg::wait<0>(); /* the previous tile's P·V: pa and its stage are free */
+        wg::fence_operand(o);
+        keep_live(pa);
+        pack_p(pa, s);
+        pst = st;
+        st = nst;
+        kb = nkb;
+    }
+    /* the last tile's P·V */
+#pragma unroll
+    for (int t = 0; t < D / 8; ++t) {
+        o[4 * t] *= alpha[0];
+        o[4 * t + 1] *= alpha[0];
+        o[4 * t + 2] *= alpha[1];
+        o[4 * t + 3] *= alpha[1];
+    }
+    wg::fence_operand(o);
+    keep_live(pa);
+    wg::fence();
+    pv_product<D>(o, pa, v_addr + pst * tile_bytes<D>(BN));
+    wg::commit();
+    wg::wait<0>();
+    wg::fence_operand(o);
+    keep_live(pa);
+
+    const size_t os = (size_t)nh * D;
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+        const float sum = shfl_sum4(l[hf]);
+        const int i = row_a + hf * 8;
+        if (i < n) {
+            const float inv = sum > 0.f ? 1.f / sum : 0.f;
+            bf16 *orow = out + (size_t)i * os + h * D + (lane & 3) * 2;
+#pragma unroll
+            for (int t = 0; t < D / 8; ++t)
+                *reinterpret_cast<uint32_t *>(orow + t * 8) = pack2(o[4 * t + 2 * hf] * inv, o[4 * t + 2 * hf + 1] * inv);
+            if ((lane & 3) == 0) lse[(size_t)h * n + i] = m[hf] + log2f(sum);
+        }
+    }
+#endif
+}
+
+/* Writes 1 when this library's device code was built with wgmma (sm_90a) and runs on this device. */
+__global__ void sm90_probe_kernel(int *ok) { *ok = T2_HAS_WGMMA; }
+
+template <int D>
+t2_status fwd_d(void *out, float *lse, const void *q, const void *k, const void *v, int qs, int ks, int vs,
+                const int32_t *send, const int32_t *bmax, int n, int nh, int nkv) {
+    typedef Smem<D> L;
+    auto kern = sm90_fwd_kernel<D>;
+    T2_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes));
+    dim3 grid(ceil_div(n, L::BR), nh);
+    const float sl2 = (float)(1.4426950408889634 / sqrt((double)D));
+    const int32_t *bmin = bmax + ceil_div(n, BN);
+    kern<<<grid, NWG * 128, L::bytes, t2_stream>>>((bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v,
+                                                   qs, ks, vs, send, bmax, bmin, n, nh, nh / nkv, sl2);
+    T2_LAUNCHED("sm90_fwd_kernel");
+    return t2_ok();
+}
+
+} // namespace
+
+extern "C" t2_status t2_attention_sm90_available(int *available) {
+    *available = 0;
+    int dev = 0, major = 0;
+    T2_CUDA(cudaGetDevice(&dev));
+    T2_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    if (major != 9) return t2_ok(); /* sm_90a code runs on compute capability 9.0 only */
+    int *flag = NULL;
+    T2_CUDA(cudaMalloc(&flag, sizeof(int)));
+    T2_CUDA(cudaMemset(flag, 0, sizeof(int)));
+    sm90_probe_kernel<<<1, 1>>>(flag);
+    cudaError_t e = cudaGetLastError(); /* no kernel image for this device: not available, not an error */
+    if (e == cudaSuccess) e = cudaMemcpy(available, flag, sizeof(int), cudaMemcpyDeviceToHost);
+    cudaFree(flag);
+    if (e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidDeviceFunction) {
+        *available = 0;
+        return t2_ok();
+    }
+    T2_CUDA(e);
+    return t2_ok();
+}
+
+t2_status t2_attention_fwd_sm90(void *out, float *lse, const void *q, const void *k, const void *v, int q_stride,
+                                int k_stride, int v_stride, const int32_t *subtree_end, const int32_t *blockmax,
+                                int n, int nh, int nkv, int d) {
+    switch (d) {
+    case 64: return fwd_d<64>(out, lse, q, k, v, q_stride, k_stride, v_stride, subtree_end, blockmax, n, nh, nkv);
+    case 128: return fwd_d<128>(out, lse, q, k, v, q_stride, k_stride, v_stride, subtree_end, blockmax, n, nh, nkv);
+    }
+    return t2_fail(-1, "t2_attention_fwd_sm90(head_dim)", __FILE__, __LINE__, "head_dim must be 64 or 128");
+}

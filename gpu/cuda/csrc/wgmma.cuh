@@ -1,0 +1,114 @@
+/*
+ * wgmma.cuh: Hopper (sm_90a) warpgroup matrix multiply-accumulate, the instructions FlashAttention-3
+ * and CUTLASS 3 build on, as small inline-PTX wrappers (no CUTLASS dependency).
+ *
+ * A warpgroup is 4 consecutive warps (128 threads) that issue one wgmma together. Each wgmma is
+ * asynchronous: fence() before the first one that reads registers written by ordinary code,
+ * commit() to close a group, wait<N>() until at most N groups are still running, and
+ * fence_operand() on every accumulator register after a wait, so the compiler does not move reads
+ * of the accumulators above the wait (CUTLASS's warpgroup_fence_operand).
+ *
+ * Shared-memory operands are described by 64-bit matrix descriptors. Everything here uses the
+ * no-swizzle ("interleaved") canonical layouts of the PTX ISA: the unit is the core matrix, 8 rows
+ * of 16 contiguous bytes (8 bf16) stored as one contiguous 128-byte block.
+ *   K-major  ((8,m),(8,2k)):((8,SBO),(1,LBO)) in bf16 elements: LBO = bytes between core
+ *            matrices adjacent along K, SBO = bytes between core matrices adjacent along M/N;
+ *   MN-major ((8,1,m),(8,k)):((1,8,SBO),(8,LBO)): 8 consecutive M/N elements are contiguous, the
+ *            8 rows of a core matrix are 8 consecutive K; SBO = bytes between core matrices along
+ *            M/N, LBO = bytes between core matrices along K.
+ * Accumulator fragments (m64nN, fp32): warp w of the warpgroup holds rows 16w + lane/4 and
+ * 16w + lane/4 + 8; register 4j + 2·half + e is row (lane/4 + 8·half), column 8j + 2·(lane%4) + e —
+ * per 8 columns the same as mma.sync.m16n8's C fragment, so a score tile repacks into the A
+ * fragment of the next product exactly as in the FA2 kernels.
+ *
+ * The asm operand lists are long; they follow one pattern (d registers, then the A operand, the B
+ * descriptor and the scale-d predicate).
+ */
+#pragma once
+#include <stdint.h>
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define T2_HAS_WGMMA 1
+#else
+#define T2_HAS_WGMMA 0
+#endif
+
+namespace wg {
+
+/* desc is the matrix descriptor of a no-swizzle tile at shared-memory byte address addr: bits 0–13
+ * address>>4, 16–29 LBO>>4, 32–45 SBO>>4, base offset 0, layout type 0 (no swizzle). */
+__device__ __forceinline__ uint64_t desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFFu) << 16) |
+           ((uint64_t)((sbo >> 4) & 0x3FFFu) << 32);
+}
+
+#if T2_HAS_WGMMA
+__device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+/* Generic-proxy writes to shared memory (st.shared, cp.async) become visible to wgmma, which reads
+ * through the async proxy; each writing thread runs it before the barrier that publishes the tile. */
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+#else
+__device__ __forceinline__ void fence() {}
+__device__ __forceinline__ void commit() {}
+template <int N> __device__ __forceinline__ void wait() {}
+__device__ __forceinline__ void fence_proxy_async() {}
+#endif
+
+template <int R> __device__ __forceinline__ void fence_operand(float (&d)[R]) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#if T2_HAS_WGMMA
+/* d (+)= A·B, m64n64k16: A [64 × 16] and B [64 × 16] both K-major in shared memory (descriptors);
+ * accumulate = 0 overwrites d. */
+__device__ __forceinline__ void wgmma_ss_n64(float d[32], uint64_t da, uint64_t db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(da), "l"(db), "r"(accumulate));
+}
+
+/* d += A·B, m64n64k16: A [64 × 16] from registers (the mma.m16n8k16 A fragment of each warp's 16
+ * rows), B [16 × 64] in shared memory stored N-major (transposed, imm-trans-b = 1). */
+__device__ __forceinline__ void wgmma_rs_n64_tb(float d[32], const uint32_t a[4], uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+
+/* d += A·B, m64n128k16: A [64 × 16] from registers (the mma.m16n8k16 A fragment of each warp's 16
+ * rows), B [16 × 128] in shared memory stored N-major (transposed, imm-trans-b = 1). */
+__device__ __forceinline__ void wgmma_rs_n128_tb(float d[64], const uint32_t a[4], uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+
+#else
+/* Built for another architecture: never called (the host side checks t2_attention_sm90_available). */
+__device__ __forceinline__ void wgmma_ss_n64(float *, uint64_t, uint64_t, int) {}
+__device__ __forceinline__ void wgmma_rs_n64_tb(float *, const uint32_t *, uint64_t) {}
+__device__ __forceinline__ void wgmma_rs_n128_tb(float *, const uint32_t *, uint64_t) {}
+#endif
+
+} // namespace wg
