@@ -18,8 +18,8 @@ import (
 // LogitChunk 37 and 100 split the head rows into chunks as well.
 func TestFusedHeadMatchesChunked(t *testing.T) {
 	const (
-		tolLogp = 1e-4 // max |Δ| of log-probs and entropies
-		tolGrad = 1e-3 // relative error per gradient tensor
+		tolFused     = 1e-4 // max |Δ| of log-probs and entropies
+		tolFusedGrad = 1e-3 // relative error per gradient tensor
 	)
 	cfg := wideConfig() // untied: lm_head.weight has its own gradient
 	cfg.VocabSize = 2501
@@ -60,18 +60,18 @@ func TestFusedHeadMatchesChunked(t *testing.T) {
 				t.Error("the fused head kept logits for Backward")
 			}
 			dLogp, dEnt := maxAbs(got.logp, base.logp), maxAbs(got.ent, base.ent)
-			if dLogp > tolLogp || math.IsNaN(dLogp) {
-				t.Errorf("log-probs: max |Δ| = %.3g vs the chunked head, want ≤ %g", dLogp, tolLogp)
+			if dLogp > tolFused || math.IsNaN(dLogp) {
+				t.Errorf("log-probs: max |Δ| = %.3g vs the chunked head, want ≤ %g", dLogp, tolFused)
 			}
-			if dEnt > tolLogp || math.IsNaN(dEnt) {
-				t.Errorf("entropies: max |Δ| = %.3g vs the chunked head, want ≤ %g", dEnt, tolLogp)
+			if dEnt > tolFused || math.IsNaN(dEnt) {
+				t.Errorf("entropies: max |Δ| = %.3g vs the chunked head, want ≤ %g", dEnt, tolFused)
 			}
 			var worst float64
 			for _, name := range sortedKeys(base.grads) {
 				e := relErr(got.grads[name], base.grads[name])
 				worst = max(worst, e)
-				if e > tolGrad || math.IsNaN(e) {
-					t.Errorf("gradient %s: relative difference %.3g vs the chunked head, want ≤ %g", name, e, tolGrad)
+				if e > tolFusedGrad || math.IsNaN(e) {
+					t.Errorf("gradient %s: relative difference %.3g vs the chunked head, want ≤ %g", name, e, tolFusedGrad)
 				}
 			}
 			// Held memory: the same parameters and activations but for the head's buffers. The
