@@ -75,6 +75,7 @@ type benchRecord struct {
 	HeldGB        float64 `json:"held_gb"`
 	DeviceUsedGB  float64 `json:"device_used_gb"`
 	Recompute     bool    `json:"recompute"`
+	VocabTile     int     `json:"vocab_tile,omitempty"`
 	Note          string  `json:"note,omitempty"`
 	SpeedupVsFlat float64 `json:"speedup_vs_unpacked,omitempty"`
 }
@@ -118,8 +119,9 @@ func trainStep(b *testing.B, be *Backend, mbs []*gpu.MicroBatch, opt gpu.Optimiz
 // MFU and device memory. A name ending in "xM" accumulates the gradients of M different
 // micro-batches before the one optimizer step, as the trainer does for a mini-batch (and llm.c's
 // MFU figures do): the AdamW pass over the weights is then shared by M micro-batches. Tokens/s and
-// MFU count every micro-batch. T2_BENCH_SHAPES (comma-separated sub-benchmark names) narrows the
-// set.
+// MFU count every micro-batch. A vocabTile runs the fused LM head (Options.VocabTile), for its step
+// time and held memory beside the default chunked head's. T2_BENCH_SHAPES (comma-separated
+// sub-benchmark names) narrows the set.
 func BenchmarkTrainStep(b *testing.B) {
 	info, err := Device(0)
 	if err != nil {
@@ -131,22 +133,24 @@ func BenchmarkTrainStep(b *testing.B) {
 		tokens    int // per micro-batch
 		recompute bool
 		micro     int // micro-batches per optimizer step
+		vocabTile int // Options.VocabTile (0: the chunked LM head)
 	}{
-		{"0.6B/16k", gpu.Qwen3_0_6B(), 16384, false, 1},
-		{"0.6B/32k", gpu.Qwen3_0_6B(), 32768, false, 1},
-		{"1.7B/16k", gpu.Qwen3_1_7B(), 16384, false, 1},
-		{"1.7B/16kx4", gpu.Qwen3_1_7B(), 16384, false, 4},
-		{"1.7B/16kx8", gpu.Qwen3_1_7B(), 16384, false, 8},
-		{"1.7B/16k-recompute", gpu.Qwen3_1_7B(), 16384, true, 1},
-		{"1.7B/32k-recompute", gpu.Qwen3_1_7B(), 32768, true, 1},
-		{"1.7B/32k", gpu.Qwen3_1_7B(), 32768, false, 1},
+		{"0.6B/16k", gpu.Qwen3_0_6B(), 16384, false, 1, 0},
+		{"0.6B/32k", gpu.Qwen3_0_6B(), 32768, false, 1, 0},
+		{"1.7B/16k", gpu.Qwen3_1_7B(), 16384, false, 1, 0},
+		{"1.7B/16k-vocabtile16384", gpu.Qwen3_1_7B(), 16384, false, 1, 16384},
+		{"1.7B/16kx4", gpu.Qwen3_1_7B(), 16384, false, 4, 0},
+		{"1.7B/16kx8", gpu.Qwen3_1_7B(), 16384, false, 8, 0},
+		{"1.7B/16k-recompute", gpu.Qwen3_1_7B(), 16384, true, 1, 0},
+		{"1.7B/32k-recompute", gpu.Qwen3_1_7B(), 32768, true, 1, 0},
+		{"1.7B/32k", gpu.Qwen3_1_7B(), 32768, false, 1, 0},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			if sel := os.Getenv("T2_BENCH_SHAPES"); sel != "" && !strings.Contains(","+sel+",", ","+tc.name+",") {
 				b.Skip("not selected by T2_BENCH_SHAPES")
 			}
 			opt := DefaultOptions()
-			opt.Recompute = tc.recompute
+			opt.Recompute, opt.VocabTile = tc.recompute, tc.vocabTile
 			be, err := New(benchWeights(tc.cfg), opt)
 			if err != nil {
 				b.Fatal(err)
@@ -162,7 +166,8 @@ func BenchmarkTrainStep(b *testing.B) {
 			tokens := tc.tokens * tc.micro
 			o := gpu.DefaultOptimizer()
 			if _, _, err := be.Forward(mbs[0]); err != nil { // allocate; an OOM here is a result, not a crash
-				saveRecord(b, benchRecord{Name: "go/" + tc.name, Device: info.Name, Tokens: tokens, Recompute: tc.recompute, Note: err.Error()})
+				saveRecord(b, benchRecord{Name: "go/" + tc.name, Device: info.Name, Tokens: tokens, Recompute: tc.recompute,
+					VocabTile: tc.vocabTile, Note: err.Error()})
 				b.Skipf("does not fit: %v", err)
 			}
 			be.haveForward = false
@@ -179,11 +184,12 @@ func BenchmarkTrainStep(b *testing.B) {
 				Name: "go/" + tc.name, Device: info.Name, Tokens: tokens, StepMS: el * 1e3,
 				TokensPerSec: float64(tokens) / el, MFU: flops / el / peakBF16,
 				HeldGB: float64(be.HeldBytes()) / 1e9, DeviceUsedGB: float64(d.TotalBytes-d.FreeBytes) / 1e9,
-				Recompute: tc.recompute,
+				Recompute: tc.recompute, VocabTile: tc.vocabTile,
 			}
 			b.ReportMetric(r.TokensPerSec, "tok/s")
 			b.ReportMetric(100*r.MFU, "MFU%")
 			b.ReportMetric(r.DeviceUsedGB, "devGB")
+			b.ReportMetric(r.HeldGB, "heldGB")
 			saveRecord(b, r)
 			profileStep(b, be, "train-"+tc.name, func() { trainStep(b, be, mbs, o) })
 		})

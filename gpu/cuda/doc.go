@@ -21,7 +21,8 @@
 //	               products per warpgroup (Options.Attention "hopper", chosen by "auto" on H100/H200)
 //	elementwise.cu embedding, SwiGLU, residual add, conversions (vec.cuh: 16-byte bf16 vectors)
 //	logprob.cu     chunked log-softmax gather + entropy over the vocabulary, and its backward, run
-//	               only on head rows (parents of nodes gpu.MicroBatch.Score marks), gathered densely
+//	               only on head rows (parents of nodes gpu.MicroBatch.Score marks), gathered densely;
+//	               or vocabulary tile by tile (fusedhead.go, Options.VocabTile), no full logits
 //	adamw.cu       global gradient norm, clipping, AdamW on fp32 masters with bf16 copies
 //	paged_attention.cu  serving: new K/V into a paged cache, split-K attention over cached context
 //	               merged with FA2 over the step's tokens

@@ -40,8 +40,10 @@ type activations struct {
 	dq               dptr // fp32 [cap, QD]: the attention backward's dQ (the atomic dQ sums in fp32)
 	dqBF             dptr // [cap, QD]: the WMMA kernels' bf16 dQ before widening (Options.Attention "wmma" only)
 	dqkv, di         dptr // [cap, QD+2KVD]; fp32 [nh, cap]
-	logits           dptr // bf16 [chunk, V]
+	logits           dptr // bf16 [chunk, V]; with the fused head (Options.VocabTile) one tile, [chunk, min(VocabTile, V)]
 	chunk            int
+	headState        dptr // fused head only: fp32 [chunk, 3], each row's running (max, Σe^(x−max), Σe^(x−max)·x)
+	headDX           dptr // fused head only: fp32 [chunk, H], the chunk's input gradient summed over the tiles
 
 	tokens, positions, send, blockmax dptr // int32; blockmax holds per-64-key max then min of send
 	// The LM head runs only on head rows: nodes that parent a scored node (headPlan), int32.
@@ -113,7 +115,12 @@ func (b *Backend) ensure(n int) error {
 	if b.attImpl() == C.T2_ATT_WMMA {
 		a.dqBF = bf(QD)
 	}
-	a.logits = get(2 * a.chunk * V)
+	logitCols := V
+	if vt := b.opt.VocabTile; vt > 0 {
+		logitCols = min(vt, V)
+		a.headState, a.headDX = get(4*3*a.chunk), get(4*a.chunk*H)
+	}
+	a.logits = get(2 * a.chunk * logitCols)
 	a.tokens, a.positions, a.send, a.blockmax = f32(1), f32(1), f32(1), get(4*2*(capN/64+1))
 	a.headRow, a.rowList, a.rowOf, a.childOff, a.childIdx = f32(1), f32(1), f32(1), get(4*(capN+1)), f32(1)
 	a.logp, a.ent, a.rowLse, a.rowEnt, a.dlogp = f32(1), f32(1), f32(1), f32(1), f32(1)
@@ -255,9 +262,14 @@ func (b *Backend) forward(mb *gpu.MicroBatch, keep bool) (logp, entropy []float3
 	})
 	s.do("zero logp", func() C.t2_status { return C.t2_memset(a.logp, 0, csz(4*n)) })
 	s.do("zero entropy", func() C.t2_status { return C.t2_memset(a.ent, 0, csz(4*n)) })
-	// A head that fits one chunk leaves its logits in a.logits for Backward (logitsKept).
+	// A head that fits one chunk leaves its logits in a.logits for Backward (logitsKept); the fused
+	// head (fusedhead.go) never holds a whole row of logits, so it never keeps them.
 	b.logitsKept = false
 	b.headChunks(&s, func(r0, rows int) {
+		if b.opt.VocabTile > 0 {
+			b.headForwardTiled(&s, r0, rows)
+			return
+		}
 		s.do("lm_head", func() C.t2_status {
 			return C.t2_linear_fwd(b.ctx, a.logits, off(a.a, r0*H, 2), b.pw(b.lmHead), ci(rows), ci(H), ci(V))
 		})
@@ -280,7 +292,7 @@ func (b *Backend) forward(mb *gpu.MicroBatch, keep bool) (logp, entropy []float3
 		return nil, nil, err
 	}
 	b.haveForward = keep
-	b.logitsKept = keep && b.headRows > 0 && b.headRows <= a.chunk
+	b.logitsKept = keep && b.opt.VocabTile == 0 && b.headRows > 0 && b.headRows <= a.chunk
 	return logp, entropy, nil
 }
 
@@ -354,6 +366,10 @@ func (b *Backend) backward(dlogp []float32) error {
 	kept := b.logitsKept
 	b.logitsKept = false // the log-prob backward turns them into their gradient in place
 	b.headChunks(&s, func(r0, rows int) {
+		if b.opt.VocabTile > 0 {
+			b.headBackwardTiled(&s, r0, rows)
+			return
+		}
 		if !kept {
 			s.do("lm_head (recomputed)", func() C.t2_status {
 				return C.t2_linear_fwd(b.ctx, a.logits, off(a.a, r0*H, 2), b.pw(b.lmHead), ci(rows), ci(H), ci(V))
@@ -361,7 +377,7 @@ func (b *Backend) backward(dlogp []float32) error {
 		}
 		s.do("log-prob backward", func() C.t2_status {
 			return C.t2_logprob_bwd(a.logits, f32p(a.rowLse), f32p(a.logp), f32p(a.dlogp), i32p(a.tokens),
-				i32p(a.childOff), i32p(a.childIdx), ci(r0), ci(rows), ci(V))
+				i32p(a.childOff), i32p(a.childIdx), ci(r0), ci(rows), 0, ci(V))
 		})
 		s.do("lm_head backward (input)", func() C.t2_status {
 			return C.t2_linear_bwd_x(b.ctx, off(a.dresidBF, r0*H, 2), a.logits, b.pw(b.lmHead), ci(rows), ci(H), ci(V))

@@ -22,6 +22,20 @@ type Options struct {
 	// recomputed. Default 16384: 5 GB for Qwen3's 151,936-token vocabulary, allocated only up to the
 	// largest micro-batch seen.
 	LogitChunk int `yaml:"logit_chunk"`
+	// VocabTile > 0 runs the fused LM head (fusedhead.go): for each chunk of head rows the logits
+	// are computed VocabTile vocabulary columns at a time and folded into per-row running
+	// log-sum-exp and entropy sums, so the [chunk, vocab_size] logits never exist; Backward
+	// recomputes each tile, turns it into its gradient and accumulates the input gradient (fp32)
+	// and the LM-head weight gradient tile by tile. It trades time for memory: the logits buffer
+	// (5 GB at 16k head rows for Qwen3's vocabulary) shrinks to one [chunk, VocabTile] bf16 tile
+	// plus an fp32 [chunk, hidden_size] input gradient, at the cost of recomputing the logits in
+	// Backward (one more LM-head GEMM, ~3% of a 1.7B 16k-token step, which the chunked path saves
+	// by keeping Forward's logits when they fit one chunk) and of running the head as several
+	// narrower GEMMs. 0, the default, keeps the chunked path, the faster one whenever its logits
+	// fit. Must be a multiple of 8: a tile's rows are VocabTile bf16 wide, and a multiple of 8
+	// keeps every row 16-byte aligned for the log-prob kernels' vector paths (only the last tile,
+	// vocab_size mod VocabTile wide, may be narrower and run the scalar ones).
+	VocabTile int `yaml:"vocab_tile"`
 	// Attention picks the tree-attention kernels: "fa2" (FlashAttention-2 style: mma.sync with the
 	// score and accumulator tiles in registers, cp.async double buffering, dQ accumulated with fp32
 	// atomics; the default), "fa2-deterministic" (the same forward; a backward about a third slower,
@@ -46,8 +60,8 @@ const (
 // attentionNames lists the accepted Options.Attention values, for Validate's message.
 var attentionNames = []string{AttentionAuto, AttentionFA2, AttentionFA2Det, AttentionWMMA, AttentionHopper}
 
-// DefaultOptions returns device 0, no recomputation, 16384-row logit chunks, the FA2 attention
-// kernels.
+// DefaultOptions returns device 0, no recomputation, 16384-row logit chunks, the chunked (not
+// vocabulary-tiled) LM head, the FA2 attention kernels.
 func DefaultOptions() Options {
 	return Options{Device: 0, Recompute: false, LogitChunk: 16384, Attention: AttentionFA2}
 }
@@ -59,6 +73,10 @@ func (o Options) Validate() error {
 	}
 	if o.LogitChunk <= 0 {
 		return fmt.Errorf("cuda: options logit_chunk %d must be > 0", o.LogitChunk)
+	}
+	if o.VocabTile < 0 || o.VocabTile%8 != 0 {
+		return fmt.Errorf("cuda: options vocab_tile %d must be 0 (the chunked LM head) or a positive multiple of 8 "+
+			"(each tile row of bf16 logits must stay 16-byte aligned for the vectorized log-prob kernels)", o.VocabTile)
 	}
 	if o.Attention != "" && !slices.Contains(attentionNames, o.Attention) {
 		return fmt.Errorf("cuda: options attention %q: want one of %s", o.Attention, strings.Join(attentionNames, ", "))

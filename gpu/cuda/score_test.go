@@ -66,6 +66,8 @@ func TestScoreMask(t *testing.T) {
 	}{
 		{"hd64_tied", smallConfig(), DefaultOptions()},
 		{"hd128_untied_chunk37_recompute", wideConfig(), Options{Recompute: true, LogitChunk: 37, Attention: AttentionFA2}},
+		// the fused head: tiles of 200, 200 and 112 of the 512-token vocabulary
+		{"hd128_untied_chunk37_vocabtile200", wideConfig(), Options{LogitChunk: 37, VocabTile: 200, Attention: AttentionFA2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, 8))

@@ -15,10 +15,18 @@
  * −softmax·G + Σ_c g_c·onehot(t_c) with G = Σ_c g_c over the row's children (llm.c's fused_classifier
  * idea). Only Backward's dlogp flows; entropy carries no gradient.
  *
- * Both row passes are bound by reading (and, backward, rewriting) 151,936 bf16 per row: they use
- * 16-byte vectors when v is a multiple of 8 (every row then starts 16-byte aligned), scalar
+ * Fused head (Options.VocabTile > 0): the caller computes the logits one vocabulary tile
+ * [rows, w] at a time, so no [rows, 151,936] buffer exists. Forward folds each tile into a per-row
+ * running state (the same (m, Σe^(x−m), Σe^(x−m)·x) merged with lse_merge, so only the fp32
+ * summation order differs from the one-pass kernel) and records each scored child's target logit
+ * when its token is in the tile; a finishing kernel turns the states into row_lse/row_ent and the
+ * children's logp/entropy, the same outputs t2_logprob_fwd writes. Backward needs only the row's
+ * lse and G, so t2_logprob_bwd takes a column range and converts one recomputed tile at a time.
+ *
+ * The row passes are bound by reading (and, backward, rewriting) the logits: they use 16-byte
+ * vectors when the row width is a multiple of 8 (every row then starts 16-byte aligned), scalar
  * accesses otherwise, with the same formulas.
- * defines: t2_gather_rows, t2_logprob_fwd, t2_logprob_bwd
+ * defines: t2_gather_rows, t2_logprob_fwd, t2_logprob_tile_fwd, t2_logprob_tile_finish, t2_logprob_bwd
  */
 #include "common.cuh"
 #include "vec.cuh"
@@ -93,15 +101,17 @@ __device__ __forceinline__ void lse_add8(float &m, float &s, float &t, const uin
     }
 }
 
-/* One block per row. VEC: the row is read as 16-byte vectors (v a multiple of 8 and logits 16-byte
- * aligned, so every row is), two per thread and step so that two loads are in flight. */
+/* row_stats folds the row x[0, v) into the running (max m, Σe^(x−m), Σe^(x−m)·x) across the block;
+ * thread 0 ends with the row's totals (other threads with partial ones). VEC: the row is read as
+ * 16-byte vectors (v a multiple of 8 and x 16-byte aligned), two per thread and step so that two
+ * loads are in flight. sm, ss, st: 32 floats of shared memory each. Every thread must call it
+ * (block-wide barrier inside). */
 template <bool VEC>
-__global__ void __launch_bounds__(LP_THREADS) logprob_rows_kernel(float *row_lse, float *row_ent, const bf16 *logits,
-                                                                 int r0, int v) {
-    __shared__ float sm[32], ss[32], st[32];
-    const int row = blockIdx.x;
-    const bf16 *x = logits + (size_t)row * v;
-    float m = -INFINITY, s = 0.f, t = 0.f;
+__device__ __forceinline__ void row_stats(const bf16 *x, int v, float &m, float &s, float &t, float *sm, float *ss,
+                                          float *st) {
+    m = -INFINITY;
+    s = 0.f;
+    t = 0.f;
     if (VEC) {
         const uint4 *x8 = reinterpret_cast<const uint4 *>(x);
         const int nv = v / 8;
@@ -137,11 +147,21 @@ __global__ void __launch_bounds__(LP_THREADS) logprob_rows_kernel(float *row_lse
                         t2 = __shfl_xor_sync(0xffffffffu, t, o);
             lse_merge(m, s, t, m2, s2, t2);
         }
-        if (lane == 0) {
-            const float lse = m + logf(s);
-            row_lse[r0 + row] = lse;
-            row_ent[r0 + row] = lse - t / s;
-        }
+    }
+}
+
+/* One block per row (row_stats over the whole vocabulary). */
+template <bool VEC>
+__global__ void __launch_bounds__(LP_THREADS) logprob_rows_kernel(float *row_lse, float *row_ent, const bf16 *logits,
+                                                                 int r0, int v) {
+    __shared__ float sm[32], ss[32], st[32];
+    const int row = blockIdx.x;
+    float m, s, t;
+    row_stats<VEC>(logits + (size_t)row * v, v, m, s, t, sm, ss, st);
+    if (threadIdx.x == 0) {
+        const float lse = m + logf(s);
+        row_lse[r0 + row] = lse;
+        row_ent[r0 + row] = lse - t / s;
     }
 }
 
@@ -170,6 +190,77 @@ extern "C" t2_status t2_logprob_fwd(float *logp, float *entropy, float *row_lse,
     return t2_ok();
 }
 
+/* Fused head, forward, one block per row of a vocabulary tile: logits [rows, w] hold columns
+ * [v0, v0+w) of head rows [r0, r0+rows). The tile's (m, Σe^(x−m), Σe^(x−m)·x) is merged into the
+ * row's running state [rows, 3] (the first tile, v0 = 0, starts it), and every scored child whose
+ * token lies in the tile gets its target logit (bf16, as t2_logprob_fwd reads it) in logp, for
+ * logprob_finish_kernel to subtract the row's lse from once the row is complete. */
+template <bool VEC>
+__global__ void __launch_bounds__(LP_THREADS)
+    logprob_tile_kernel(float *state, float *logp, const bf16 *logits, const int32_t *tokens, const int32_t *child_off,
+                        const int32_t *child_idx, int r0, int v0, int w) {
+    __shared__ float sm[32], ss[32], st[32];
+    const int row = blockIdx.x, r = r0 + row;
+    const int c0 = child_off[r], c1 = child_off[r + 1];
+    const bf16 *x = logits + (size_t)row * w;
+    for (int k = c0 + threadIdx.x; k < c1; k += LP_THREADS) {
+        const int c = child_idx[k], j = tokens[c] - v0;
+        if (j >= 0 && j < w) logp[c] = __bfloat162float(x[j]);
+    }
+    float m, s, t;
+    row_stats<VEC>(x, w, m, s, t, sm, ss, st);
+    if (threadIdx.x == 0) {
+        float *p = state + 3 * (size_t)row;
+        if (v0 > 0) lse_merge(m, s, t, p[0], p[1], p[2]);
+        p[0] = m;
+        p[1] = s;
+        p[2] = t;
+    }
+}
+
+/* One thread per head row of the chunk: the row's lse and entropy from its complete state (the same
+ * formulas as logprob_rows_kernel), then its scored children's log-probs (logp holds their target
+ * logits) and entropies, as logprob_gather_kernel computes them. */
+__global__ void logprob_finish_kernel(float *logp, float *entropy, float *row_lse, float *row_ent, const float *state,
+                                      const int32_t *child_off, const int32_t *child_idx, int r0, int rows) {
+    const int row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= rows) return;
+    const int r = r0 + row;
+    const float m = state[3 * (size_t)row], s = state[3 * (size_t)row + 1], t = state[3 * (size_t)row + 2];
+    const float lse = m + logf(s), ent = lse - t / s;
+    row_lse[r] = lse;
+    row_ent[r] = ent;
+    for (int k = child_off[r]; k < child_off[r + 1]; ++k) {
+        const int c = child_idx[k];
+        logp[c] -= lse;
+        entropy[c] = ent;
+    }
+}
+
+extern "C" t2_status t2_logprob_tile_fwd(float *state, float *logp, const void *logits, const int32_t *tokens,
+                                         const int32_t *child_off, const int32_t *child_idx, int r0, int rows, int v0,
+                                         int w) {
+    T2_REQUIRE(rows > 0 && w > 0 && r0 >= 0 && v0 >= 0, "t2_logprob_tile_fwd(shape)");
+    if (w % 8 == 0 && aligned16(logits))
+        logprob_tile_kernel<true><<<rows, LP_THREADS, 0, t2_stream>>>(state, logp, (const bf16 *)logits, tokens,
+                                                                       child_off, child_idx, r0, v0, w);
+    else
+        logprob_tile_kernel<false><<<rows, LP_THREADS, 0, t2_stream>>>(state, logp, (const bf16 *)logits, tokens,
+                                                                        child_off, child_idx, r0, v0, w);
+    T2_LAUNCHED("logprob_tile_kernel");
+    return t2_ok();
+}
+
+extern "C" t2_status t2_logprob_tile_finish(float *logp, float *entropy, float *row_lse, float *row_ent,
+                                            const float *state, const int32_t *child_off, const int32_t *child_idx,
+                                            int r0, int rows) {
+    T2_REQUIRE(rows > 0 && r0 >= 0, "t2_logprob_tile_finish(shape)");
+    logprob_finish_kernel<<<ceil_div(rows, 256), 256, 0, t2_stream>>>(logp, entropy, row_lse, row_ent, state, child_off,
+                                                                      child_idx, r0, rows);
+    T2_LAUNCHED("logprob_finish_kernel");
+    return t2_ok();
+}
+
 /* -p·G for the 8 logits in u (p = softmax = e^(x − lse)) */
 __device__ __forceinline__ uint4 dlogits8(const uint4 &u, float lse, float G) {
     float x[8];
@@ -179,23 +270,26 @@ __device__ __forceinline__ uint4 dlogits8(const uint4 &u, float lse, float G) {
     return pack8(x);
 }
 
-/* One block per row; VEC as in logprob_rows_kernel (two 16-byte vectors per thread and step, both
- * loaded before either is written back). */
+/* One block per row; VEC as in row_stats (two 16-byte vectors per thread and step, both loaded
+ * before either is written back). logits [rows, w] hold columns [v0, v0+w) of the rows (the whole
+ * vocabulary in the chunked head, one tile in the fused one); G and the target columns use the
+ * row's complete lse and children, so each tile's gradient is exact on its own. */
 template <bool VEC>
 __global__ void __launch_bounds__(LP_THREADS)
     logprob_bwd_kernel(bf16 *logits, const float *row_lse, const float *logp, const float *dlogp,
-                       const int32_t *tokens, const int32_t *child_off, const int32_t *child_idx, int r0, int v) {
+                       const int32_t *tokens, const int32_t *child_off, const int32_t *child_idx, int r0, int v0,
+                       int w) {
     __shared__ float sred[32];
     const int row = blockIdx.x, r = r0 + row;
     const int c0 = child_off[r], c1 = child_off[r + 1];
     float g = 0.f;
     for (int k = c0 + threadIdx.x; k < c1; k += LP_THREADS) g += dlogp[child_idx[k]];
     const float G = block_sum(g, sred);
-    bf16 *x = logits + (size_t)row * v;
+    bf16 *x = logits + (size_t)row * w;
     const float lse = row_lse[r];
     if (VEC) {
         uint4 *x8 = reinterpret_cast<uint4 *>(x);
-        const int nv = v / 8;
+        const int nv = w / 8;
         int i = threadIdx.x;
         for (; i + LP_THREADS < nv; i += 2 * LP_THREADS) {
             const uint4 a = x8[i], b = x8[i + LP_THREADS];
@@ -204,7 +298,7 @@ __global__ void __launch_bounds__(LP_THREADS)
         }
         if (i < nv) x8[i] = dlogits8(x8[i], lse, G);
     } else {
-        for (int i = threadIdx.x; i < v; i += LP_THREADS) {
+        for (int i = threadIdx.x; i < w; i += LP_THREADS) {
             const float p = __expf(__bfloat162float(x[i]) - lse);
             x[i] = __float2bfloat16(-p * G);
         }
@@ -212,23 +306,24 @@ __global__ void __launch_bounds__(LP_THREADS)
     __syncthreads();
     for (int k = c0 + threadIdx.x; k < c1; k += LP_THREADS) {
         const int c = child_idx[k], tok = tokens[c];
+        if (tok < v0 || tok >= v0 + w) continue; /* another tile's column */
         float val = -__expf(logp[c]) * G;
         for (int k2 = c0; k2 < c1; ++k2)
             if (tokens[child_idx[k2]] == tok) val += dlogp[child_idx[k2]];
-        x[tok] = __float2bfloat16(val); /* children sharing a token write the same value */
+        x[tok - v0] = __float2bfloat16(val); /* children sharing a token write the same value */
     }
 }
 
 extern "C" t2_status t2_logprob_bwd(void *logits, const float *row_lse, const float *logp, const float *dlogp,
                                     const int32_t *tokens, const int32_t *child_off, const int32_t *child_idx, int r0,
-                                    int rows, int v) {
-    T2_REQUIRE(rows > 0 && v > 0 && r0 >= 0, "t2_logprob_bwd(shape)");
-    if (v % 8 == 0 && aligned16(logits))
+                                    int rows, int v0, int w) {
+    T2_REQUIRE(rows > 0 && w > 0 && r0 >= 0 && v0 >= 0, "t2_logprob_bwd(shape)");
+    if (w % 8 == 0 && aligned16(logits))
         logprob_bwd_kernel<true><<<rows, LP_THREADS, 0, t2_stream>>>((bf16 *)logits, row_lse, logp, dlogp, tokens, child_off,
-                                                       child_idx, r0, v);
+                                                       child_idx, r0, v0, w);
     else
         logprob_bwd_kernel<false><<<rows, LP_THREADS, 0, t2_stream>>>((bf16 *)logits, row_lse, logp, dlogp, tokens, child_off,
-                                                        child_idx, r0, v);
+                                                        child_idx, r0, v0, w);
     T2_LAUNCHED("logprob_bwd_kernel");
     return t2_ok();
 }

@@ -5,7 +5,9 @@
  * Row-major [rows, cols] buffers are column-major [cols, rows] to cuBLAS, so y = x·wᵀ is computed
  * as yᵀ = w·xᵀ with w transposed (opA = T). Weight gradients are fp32 and accumulate (beta = 1):
  * they sum over micro-batches until the optimizer step, as llm.c's "+=" convention for params.
- * defines: t2_linear_fwd, t2_linear_bwd_x, t2_linear_bwd_w
+ * t2_linear_bwd_x_f32 is the input gradient with an fp32 result and a caller's beta, so the fused
+ * LM head can sum its vocabulary tiles' contributions in fp32 and round to bf16 once.
+ * defines: t2_linear_fwd, t2_linear_bwd_x, t2_linear_bwd_x_f32, t2_linear_bwd_w
  */
 #include "common.cuh"
 
@@ -23,6 +25,16 @@ extern "C" t2_status t2_linear_bwd_x(void *ctx, void *dx, const void *dy, const 
     const float alpha = 1.f, beta = 0.f;
     T2_CUBLAS(cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, &alpha, w, CUDA_R_16BF, in, dy,
                            CUDA_R_16BF, out, &beta, dx, CUDA_R_16BF, in, CUBLAS_COMPUTE_32F,
+                           CUBLAS_GEMM_DEFAULT));
+    return t2_ok();
+}
+
+extern "C" t2_status t2_linear_bwd_x_f32(void *ctx, float *dx, const void *dy, const void *w, int n, int in, int out,
+                                         float beta) {
+    t2_ctx *c = (t2_ctx *)ctx;
+    const float alpha = 1.f;
+    T2_CUBLAS(cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, &alpha, w, CUDA_R_16BF, in, dy,
+                           CUDA_R_16BF, out, &beta, dx, CUDA_R_32F, in, CUBLAS_COMPUTE_32F,
                            CUBLAS_GEMM_DEFAULT));
     return t2_ok();
 }

@@ -67,6 +67,10 @@ t2_status t2_graph_destroy(void *exec);
 t2_status t2_linear_fwd(void *ctx, void *y, const void *x, const void *w, int n, int in, int out);
 /* dx[n,in] = dy[n,out] · w[out,in]  (bf16 out; beta=0) */
 t2_status t2_linear_bwd_x(void *ctx, void *dx, const void *dy, const void *w, int n, int in, int out);
+/* dx[n,in] (fp32) = dy[n,out] · w[out,in] + beta·dx  (beta 0 overwrites, 1 accumulates: the fused
+ * LM head sums its vocabulary tiles' input gradients in fp32) */
+t2_status t2_linear_bwd_x_f32(void *ctx, float *dx, const void *dy, const void *w, int n, int in, int out,
+                              float beta);
 /* dw[out,in] (fp32) += dy[n,out]^T · x[n,in] */
 t2_status t2_linear_bwd_w(void *ctx, float *dw, const void *dy, const void *x, int n, int in, int out);
 
@@ -136,7 +140,7 @@ t2_status t2_add_bf16(void *out, const void *a, const void *b, size_t count);
 t2_status t2_f32_to_bf16(void *dst, const float *src, size_t count);
 t2_status t2_bf16_to_f32(float *dst, const void *src, size_t count);
 
-/* ---- logprob.cu: chunked log-softmax gather + entropy over the vocabulary ---- */
+/* ---- logprob.cu: chunked (or vocabulary-tiled) log-softmax gather + entropy over the vocabulary ---- */
 /* Head rows are the nodes that parent at least one scored node, in node order (R of them); the
  * caller gathers their hidden states into a dense [R, h] matrix and runs the head on chunks of it.
  * t2_gather_rows: dst row r (bf16 [rows, h]) = src row idx[r], or zeros where idx[r] < 0 (used both
@@ -149,13 +153,25 @@ t2_status t2_gather_rows(void *dst, const void *src, const int32_t *idx, int row
  * Other nodes are left untouched (the caller zeroes them). */
 t2_status t2_logprob_fwd(float *logp, float *entropy, float *row_lse, float *row_ent, const void *logits,
                          const int32_t *tokens, const int32_t *head_row, int n, int r0, int rows, int v);
-/* In place over the same head rows: logits → dlogits = Σ_children g_c·(onehot(t_c) − softmax) (bf16),
- * where child_off [R+1] / child_idx list each head row's scored children (CSR), g = dlogp, and logp
- * holds the forward log-probs (so the target probability needs no second read of the overwritten
- * logit). */
+/* The same outputs with the vocabulary in tiles (the fused head: the [rows, v] logits never exist).
+ * t2_logprob_tile_fwd, once per tile in column order: bf16 logits [rows, w] hold columns [v0, v0+w)
+ * of head rows [r0, r0+rows); each row's running state (fp32 [rows, 3]: max, Σe^(x−max),
+ * Σe^(x−max)·x) is started by the tile at v0 = 0 and merged with every later one, and each scored
+ * child c of those rows (child_off [R+1] / child_idx, CSR) whose token lies in the tile gets its
+ * bf16 target logit in logp[c]. t2_logprob_tile_finish, after the last tile: row_lse, row_ent and
+ * the children's logp (target logit − lse) and entropy, as t2_logprob_fwd computes them. */
+t2_status t2_logprob_tile_fwd(float *state, float *logp, const void *logits, const int32_t *tokens,
+                              const int32_t *child_off, const int32_t *child_idx, int r0, int rows, int v0, int w);
+t2_status t2_logprob_tile_finish(float *logp, float *entropy, float *row_lse, float *row_ent, const float *state,
+                                 const int32_t *child_off, const int32_t *child_idx, int r0, int rows);
+/* In place over the same head rows, bf16 logits [rows, w] holding columns [v0, v0+w) (v0 = 0 and
+ * w = v for the whole vocabulary): logits → dlogits = Σ_children g_c·(onehot(t_c) − softmax) (bf16),
+ * where child_off [R+1] / child_idx list each head row's scored children (CSR), g = dlogp, and
+ * row_lse and logp hold the forward's full-row lse and log-probs (so the target probability needs
+ * no second read of the overwritten logit, and a tile's gradient needs no other tile). */
 t2_status t2_logprob_bwd(void *logits, const float *row_lse, const float *logp, const float *dlogp,
                          const int32_t *tokens, const int32_t *child_off, const int32_t *child_idx, int r0,
-                         int rows, int v);
+                         int rows, int v0, int w);
 
 /* ---- adamw.cu: global norm, clipping and AdamW on fp32 master weights with bf16 copies ---- */
 /* partial [blocks] must hold T2_NORM_BLOCKS floats; sumsq = Σ g² (fp64 on the host side). */
