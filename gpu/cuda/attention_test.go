@@ -261,6 +261,7 @@ func TestAttentionImplsAgreeInModel(t *testing.T) {
 	p := buildTree(seqs)
 	dl := p.dlogp(seqWeights(rng, seqs))
 	opt := DefaultOptions()
+	opt.Attention = AttentionFA2
 	fa := cudaFB(t, newBackend(t, w, opt), p.mb, dl)
 	opt.Attention = AttentionWMMA
 	wm := cudaFB(t, newBackend(t, w, opt), p.mb, dl)

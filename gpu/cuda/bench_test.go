@@ -76,6 +76,7 @@ type benchRecord struct {
 	DeviceUsedGB  float64 `json:"device_used_gb"`
 	Recompute     bool    `json:"recompute"`
 	VocabTile     int     `json:"vocab_tile,omitempty"`
+	Attention     string  `json:"attention,omitempty"` // the kernels that ran (Options.Attention, resolved)
 	Note          string  `json:"note,omitempty"`
 	SpeedupVsFlat float64 `json:"speedup_vs_unpacked,omitempty"`
 }
@@ -121,7 +122,8 @@ func trainStep(b *testing.B, be *Backend, mbs []*gpu.MicroBatch, opt gpu.Optimiz
 // MFU figures do): the AdamW pass over the weights is then shared by M micro-batches. Tokens/s and
 // MFU count every micro-batch. A vocabTile runs the fused LM head (Options.VocabTile), for its step
 // time and held memory beside the default chunked head's. T2_BENCH_SHAPES (comma-separated
-// sub-benchmark names) narrows the set.
+// sub-benchmark names) narrows the set; T2_BENCH_ATTENTION sets Options.Attention (to compare
+// kernels in one run: the records name the kernels that ran).
 func BenchmarkTrainStep(b *testing.B) {
 	info, err := Device(0)
 	if err != nil {
@@ -151,6 +153,9 @@ func BenchmarkTrainStep(b *testing.B) {
 			}
 			opt := DefaultOptions()
 			opt.Recompute, opt.VocabTile = tc.recompute, tc.vocabTile
+			if a := os.Getenv("T2_BENCH_ATTENTION"); a != "" {
+				opt.Attention = a
+			}
 			be, err := New(benchWeights(tc.cfg), opt)
 			if err != nil {
 				b.Fatal(err)
@@ -184,7 +189,7 @@ func BenchmarkTrainStep(b *testing.B) {
 				Name: "go/" + tc.name, Device: info.Name, Tokens: tokens, StepMS: el * 1e3,
 				TokensPerSec: float64(tokens) / el, MFU: flops / el / peakBF16,
 				HeldGB: float64(be.HeldBytes()) / 1e9, DeviceUsedGB: float64(d.TotalBytes-d.FreeBytes) / 1e9,
-				Recompute: tc.recompute, VocabTile: tc.vocabTile,
+				Recompute: tc.recompute, VocabTile: tc.vocabTile, Attention: be.opt.Attention,
 			}
 			b.ReportMetric(r.TokensPerSec, "tok/s")
 			b.ReportMetric(100*r.MFU, "MFU%")

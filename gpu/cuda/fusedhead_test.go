@@ -6,12 +6,14 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"tau2rl/gpu"
 )
 
 // TestFusedHeadMatchesChunked checks the vocabulary-tiled LM head (Options.VocabTile) against the
 // default chunked one on the same weights and micro-batch: log-probs and entropies differ only by
 // the fp32 order of the log-sum-exp sums, gradients only by the order of the fp32 input-gradient
-// sum over tiles; LogProbs equals Forward; and the device memory it holds is the chunked head's
+// sum over tiles (and what bf16 rounding makes of it below the head); LogProbs equals Forward; and the device memory it holds is the chunked head's
 // less the [chunk, V] logits plus the tile, the fp32 input gradient and the per-row state.
 // The vocabulary (2501) is a multiple of neither 8 nor any tile, so every run has a narrower last
 // tile on the kernels' scalar paths; the tile of 4096 is wider than the vocabulary (one tile);
@@ -19,7 +21,13 @@ import (
 func TestFusedHeadMatchesChunked(t *testing.T) {
 	const (
 		tolFused     = 1e-4 // max |Δ| of log-probs and entropies
-		tolFusedGrad = 1e-3 // relative error per gradient tensor
+		// Relative error per gradient tensor. The LM head's own weight gradient comes from the same
+		// bf16 dlogits either way: 1e-3. Every other gradient flows from the head's input gradient,
+		// rounded to bf16 once in both paths after fp32 sums in another order, so single-ulp flips
+		// (2⁻⁸ relative) of some elements propagate through every layer below: measured on an H200,
+		// up to 5.7e-3 (k_norm of layer 0), hence 1e-2 there.
+		tolHeadGrad  = 1e-3
+		tolFusedGrad = 1e-2
 	)
 	cfg := wideConfig() // untied: lm_head.weight has its own gradient
 	cfg.VocabSize = 2501
@@ -70,8 +78,12 @@ func TestFusedHeadMatchesChunked(t *testing.T) {
 			for _, name := range sortedKeys(base.grads) {
 				e := relErr(got.grads[name], base.grads[name])
 				worst = max(worst, e)
-				if e > tolFusedGrad || math.IsNaN(e) {
-					t.Errorf("gradient %s: relative difference %.3g vs the chunked head, want ≤ %g", name, e, tolFusedGrad)
+				tol := tolFusedGrad
+				if name == gpu.NameLMHead {
+					tol = tolHeadGrad
+				}
+				if e > tol || math.IsNaN(e) {
+					t.Errorf("gradient %s: relative difference %.3g vs the chunked head, want ≤ %g", name, e, tol)
 				}
 			}
 			// Held memory: the same parameters and activations but for the head's buffers. The

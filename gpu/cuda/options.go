@@ -61,9 +61,10 @@ const (
 var attentionNames = []string{AttentionAuto, AttentionFA2, AttentionFA2Det, AttentionWMMA, AttentionHopper}
 
 // DefaultOptions returns device 0, no recomputation, 16384-row logit chunks, the chunked (not
-// vocabulary-tiled) LM head, the FA2 attention kernels.
+// vocabulary-tiled) LM head, and "auto" attention kernels (the wgmma forward on H100/H200, FA2
+// elsewhere).
 func DefaultOptions() Options {
-	return Options{Device: 0, Recompute: false, LogitChunk: 16384, Attention: AttentionFA2}
+	return Options{Device: 0, Recompute: false, LogitChunk: 16384, Attention: AttentionAuto}
 }
 
 // Validate reports options the backend cannot run with.
