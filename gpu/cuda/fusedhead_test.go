@@ -20,7 +20,7 @@ import (
 // LogitChunk 37 and 100 split the head rows into chunks as well.
 func TestFusedHeadMatchesChunked(t *testing.T) {
 	const (
-		tolFused     = 1e-4 // max |Δ| of log-probs and entropies
+		tolFused = 1e-4 // max |Δ| of log-probs and entropies
 		// Relative error per gradient tensor. The LM head's own weight gradient comes from the same
 		// bf16 dlogits either way: 1e-3. Every other gradient flows from the head's input gradient,
 		// rounded to bf16 once in both paths after fp32 sums in another order, so single-ulp flips
