@@ -16,7 +16,7 @@
  *
  * These are the first kernels (T2_ATT_WMMA); attention_fa2.cu holds the FlashAttention-2-style ones
  * (T2_ATT_FA2, the default, and T2_ATT_FA2_DET) and attention_sm90.cu the Hopper forward
- * (T2_ATT_HOPPER, whose backward is FA2's), which the public entry points below dispatch to.
+ * (T2_ATT_HOPPER), which the public entry points below dispatch to.
  *
  * Backward is split in two deterministic kernels (no atomics): one per key block accumulating dK, dV
  * over the query blocks that can see it (and over the query heads of its GQA group), one per query
@@ -503,8 +503,11 @@ extern "C" t2_status t2_attention_bwd(float *dq, void *dk, int dk_stride, void *
     attention_bwd_dot_kernel<<<(int)((warps * 32 + 255) / 256), 256, 0, t2_stream>>>(scratch_d, (const bf16 *)dout,
                                                                          (const bf16 *)out, n, nh, d);
     T2_LAUNCHED("attention_bwd_dot_kernel");
-    if (impl == T2_ATT_FA2 || impl == T2_ATT_FA2_DET || impl == T2_ATT_HOPPER) /* Hopper: its own forward only */
-        return t2_attention_bwd_fa2(dq, impl != T2_ATT_FA2_DET, dk, dk_stride, dv, dv_stride, scratch_d, dout, lse, q, k,
+    if (impl == T2_ATT_HOPPER)
+        return t2_attention_bwd_sm90(dq, dk, dk_stride, dv, dv_stride, scratch_d, dout, lse, q, k, v, q_stride,
+                                     k_stride, v_stride, subtree_end, blockmax, n, nh, nkv, d);
+    if (impl == T2_ATT_FA2 || impl == T2_ATT_FA2_DET)
+        return t2_attention_bwd_fa2(dq, impl == T2_ATT_FA2, dk, dk_stride, dv, dv_stride, scratch_d, dout, lse, q, k,
                                     v, q_stride, k_stride, v_stride, subtree_end, blockmax, n, nh, nkv, d);
     t2_status st;
     switch (d) { /* the WMMA kernels write bf16 dq, widened to fp32 afterwards */

@@ -138,19 +138,6 @@ __device__ __forceinline__ void mma_c_b(float acc[D / 8][4], float c[BN / 8][4],
     }
 }
 
-/* p[0..3] += v atomically (p 16-byte aligned): one vector reduction on Hopper with CUDA ≥ 13, whose
- * headers declare atomicAdd(float4 *, float4) for sm_90; four scalar ones otherwise. */
-__device__ __forceinline__ void red_add4(float *p, float4 v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDACC_VER_MAJOR__ >= 13
-    atomicAdd(reinterpret_cast<float4 *>(p), v);
-#else
-    atomicAdd(p, v.x);
-    atomicAdd(p + 1, v.y);
-    atomicAdd(p + 2, v.z);
-    atomicAdd(p + 3, v.w);
-#endif
-}
-
 /* ------------------------------------------------------------------------------------------------ */
 /* forward: block = MT·16·NW query rows of head h; warp w owns rows [16·MT·w, 16·MT·(w+1)) */
 
@@ -645,22 +632,10 @@ __global__ void __launch_bounds__(NW * 32, 1) fa2_bwd_dkdv_kernel(bf16 *dk, int 
                     mma(acc[2 * dpair + 1], a, b[2], b[3]);
                 }
             }
-            /* Lanes l and l^1 hold columns c, c+1 and c+2, c+3 of rows r and r+8: trading one pair
-             * gives the even lane 4 columns of row r and the odd lane 4 of row r+8, one 16-byte
-             * atomic each instead of four scalar ones. (Splitting the columns in two passes to save
-             * registers measured 7% slower on the H100 than this, spills included.) */
+            /* (Splitting the columns in two passes to save registers measured 7% slower on the
+             * H100 than this, spills included.) */
             const size_t os = (size_t)nh * D;
-            const bool odd = lane & 1;
-            const int i = q0 + mr + (lane >> 2) + (odd ? 8 : 0);
-            float *row = dq + (size_t)i * os + h * D + d0 + (lane & 2) * 2;
-#pragma unroll
-            for (int t = 0; t < DW / 8; ++t) {
-                const float x = __shfl_xor_sync(0xffffffffu, odd ? acc[t][0] : acc[t][2], 1);
-                const float y = __shfl_xor_sync(0xffffffffu, odd ? acc[t][1] : acc[t][3], 1);
-                if (i < n)
-                    red_add4(row + t * 8, odd ? make_float4(x, y, acc[t][2], acc[t][3])
-                                              : make_float4(acc[t][0], acc[t][1], x, y));
-            }
+            red_add_frag<DW / 8>(dq + (size_t)(q0 + mr) * os + h * D + d0, os, n - (q0 + mr), &acc[0][0], lane);
         }
         hh = nhh;
         qt = nqt;

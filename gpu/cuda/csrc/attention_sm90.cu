@@ -25,7 +25,8 @@
  * Built for sm_90a only (the Makefile's default GPU_ARCH); for any other target the kernel body is
  * empty and t2_attention_sm90_available reports 0, so the Go side refuses the "hopper" kernels
  * with an error instead of running an empty kernel.
- * defines: t2_attention_sm90_available, t2_attention_fwd_sm90 (declared in attention_impl.h)
+ * defines: t2_attention_sm90_available, t2_attention_fwd_sm90, t2_attention_bwd_sm90 (the last two
+ * declared in attention_impl.h)
  */
 #include "common.cuh"
 #include "attention_impl.h"
@@ -282,6 +283,266 @@ __global__ void __launch_bounds__(NWG * 128, 1)
 #endif
 }
 
+/* ------------------------------------------------------------------------------------------------ */
+/* backward: dK, dV and (atomically) dQ, FlashAttention-2's scheme on wgmma.
+ *
+ * A block owns BK = 128 keys of KV head g (two warpgroups of 64 keys; warp w of the block owns keys
+ * k0 + 16w… as in the FA2 kernel, so the same per-warp visibility bounds apply) and loops over the
+ * query heads of the GQA group and the 64-query tiles that can see its keys. Per tile and
+ * warpgroup, with keys as the M dimension so every product's A operand is at hand:
+ *   Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ  (m64n64, both operands K-major in shared memory)
+ *   Pᵀ = exp2(Sᵀ·log2e/√d − lse), dSᵀ = Pᵀ∘(dPᵀ − Di)/√d  (registers; masked entries 0)
+ *   dV += Pᵀ·dO, dK += dSᵀ·Q  (m64n{D}, A from registers, B = the dO/Q tile read transposed)
+ * dSᵀ also goes to shared memory (bf16), then dQ[tile] = dS·K over the block's 128 keys runs as
+ * m64n{D/2} per warpgroup (each takes half the columns; A = dS read transposed from dSᵀ, B = the
+ * K block read transposed) and is added to the fp32 dq with 16-byte atomics. */
+
+template <int D> struct BwdSmem {
+    static constexpr int BK = 128, BQ = 64;
+    static constexpr size_t k = 0;
+    static constexpr size_t v = k + tile_bytes<D>(BK);
+    static constexpr size_t q = v + tile_bytes<D>(BK);                        /* 2 stages */
+    static constexpr size_t dout = q + 2ull * tile_bytes<D>(BQ);              /* 2 stages */
+    static constexpr size_t ds = dout + 2ull * tile_bytes<D>(BQ);             /* dSᵀ [BK][BQ] bf16 */
+    static constexpr size_t lse = ds + (size_t)BK * BQ * 2;                   /* 2 stages */
+    static constexpr size_t di = lse + 2ull * BQ * 4;                         /* 2 stages */
+    static constexpr size_t wmax = di + 2ull * BQ * 4;                        /* 8 ints */
+    static constexpr size_t bytes = wmax + 8 * 4;
+};
+
+/* Byte offset of element (key r, query c) of the dSᵀ tile [128][64] in the core-matrix layout: 8 keys
+ * × 8 queries per 128-byte core matrix, the 8 query chunks of an 8-key group contiguous. Read as the
+ * A operand of dQ = dS·K (M = queries, K = keys) it is M-major: SBO = 128 bytes between 8-query
+ * groups, LBO = 1024 bytes between 8-key groups. */
+__device__ __forceinline__ uint32_t ds_off(int r, int c) {
+    return (uint32_t)((r >> 3) * 1024 + (c >> 3) * 128 + (r & 7) * 16 + (c & 7) * 2);
+}
+
+template <int D>
+__global__ void __launch_bounds__(256, 1)
+    sm90_bwd_kernel(bf16 *dk, int dks, bf16 *dv, int dvs, float *dq, const bf16 *dout, const float *lse,
+                    const float *Di, const bf16 *q, const bf16 *k, const bf16 *v, int qs, int ks, int vs,
+                    const int32_t *send, const int32_t *bmax, int n, int nh, int group, float sl2, float scale) {
+#if T2_HAS_WGMMA
+    typedef BwdSmem<D> L;
+    constexpr int BK = L::BK, BQ = L::BQ, NT = 256, NW = 8;
+    extern __shared__ __align__(128) unsigned char smem[];
+    unsigned char *sK = smem + L::k, *sV = smem + L::v, *sQ = smem + L::q, *sdO = smem + L::dout,
+                  *sdS = smem + L::ds;
+    float *sLse = (float *)(smem + L::lse), *sDi = (float *)(smem + L::di);
+    int *sWmax = (int *)(smem + L::wmax);
+
+    const int g = blockIdx.y;
+    const int k0 = blockIdx.x * BK;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wgi = warp >> 2;
+    const int kw0 = k0 + warp * 16; /* the warp's first key */
+    const uint32_t kaddr = smem_u32(sK), vaddr = smem_u32(sV), qaddr = smem_u32(sQ), doaddr = smem_u32(sdO),
+                   dsaddr = smem_u32(sdS);
+    const uint32_t k_wg = kaddr + wgi * tile_bytes<D>(64), v_wg = vaddr + wgi * tile_bytes<D>(64);
+
+    load_tile<D, BK, NT>(sK, k + g * D, ks, k0, n);
+    load_tile<D, BK, NT>(sV, v + g * D, vs, k0, n);
+
+    /* subtree ends of this lane's two key rows; the warp's and the block's extent of visibility */
+    const int ja = kw0 + (lane >> 2), jb = ja + 8;
+    const int enda = ja < n ? send[ja] : -1, endb = jb < n ? send[jb] : -1;
+    int wmax = max(enda, endb);
+    int wmin = min(ja < n ? enda : INT32_MAX, jb < n ? endb : INT32_MAX);
+    for (int o = 16; o > 0; o >>= 1) {
+        wmax = max(wmax, __shfl_xor_sync(0xffffffffu, wmax, o));
+        wmin = min(wmin, __shfl_xor_sync(0xffffffffu, wmin, o));
+    }
+    if (lane == 0) sWmax[warp] = wmax;
+    int last = -1; /* the last query any key of the block is visible to */
+    for (int b = k0 / BN; b < min((n + BN - 1) / BN, (k0 + BK) / BN); ++b) last = max(last, bmax[b]);
+    last = min(last, n - 1);
+    __syncthreads(); /* sWmax */
+
+    auto tile_active = [&](int qt) { /* some key of the block sees some query of the tile */
+        const int a = qt * BQ, z = a + BQ - 1;
+#pragma unroll
+        for (int w = 0; w < NW; ++w)
+            if (a <= sWmax[w] && z >= k0 + 16 * w) return true;
+        return false;
+    };
+    const int qfirst = k0 / BQ, qlast = last / BQ;
+    auto next_q = [&](int qt) {
+        ++qt;
+        while (qt <= qlast && !tile_active(qt)) ++qt;
+        return qt;
+    };
+    const int qstart = tile_active(qfirst) ? qfirst : next_q(qfirst);
+    auto load_q = [&](int hh, int qt, int st) {
+        const int h = g * group + hh, q0 = qt * BQ;
+        load_tile<D, BQ, NT>(sQ + st * tile_bytes<D>(BQ), q + h * D, qs, q0, n);
+        load_tile<D, BQ, NT>(sdO + st * tile_bytes<D>(BQ), dout + h * D, nh * D, q0, n);
+        for (int r = threadIdx.x; r < BQ; r += NT) {
+            const int i = q0 + r;
+            sLse[st * BQ + r] = i < n ? lse[(size_t)h * n + i] : INFINITY;
+            sDi[st * BQ + r] = i < n ? Di[(size_t)h * n + i] : 0.f;
+        }
+    };
+
+    float ak[D / 2], av[D / 2], s[32], dp[32], acc[D / 4];
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) ak[i] = av[i] = 0.f;
+    uint32_t pa[BQ / 16][4] = {}, da[BQ / 16][4] = {};
+
+    int hh = 0, qt = qstart;
+    if (qt > qlast) hh = group; /* nothing visible (a block of padding keys) */
+    if (hh < group) load_q(hh, qt, 0);
+    cp_commit();
+    int st = 0;
+    while (hh < group) {
+        int nhh = hh, nqt = next_q(qt);
+        if (nqt > qlast) {
+            ++nhh;
+            nqt = qstart;
+        }
+        cp_wait_all();
+        wg::fence_proxy_async();
+        __syncthreads(); /* tile landed; every warpgroup is done with the other stage and with dSᵀ */
+        if (nhh < group) load_q(nhh, nqt, st ^ 1);
+        cp_commit();
+
+        const int q0 = qt * BQ, q1 = q0 + BQ - 1;
+        const uint32_t q_st = qaddr + st * tile_bytes<D>(BQ), do_st = doaddr + st * tile_bytes<D>(BQ);
+        /* Sᵀ and dPᵀ for this warpgroup's 64 keys, issued unconditionally (a warpgroup that sees
+         * nothing of the tile computes it and masks it to zero: see the forward on C7520) */
+#pragma unroll
+        for (int i = 0; i < 32; ++i) s[i] = dp[i] = 0.f; /* fresh values: last tile's are dead, not loop-carried */
+        wg::fence_operand(s);
+        wg::fence_operand(dp);
+        wg::fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+            wg::wgmma_ss_n64(s, wg::desc(k_wg + kk * 256, 128, D * 16), wg::desc(q_st + kk * 256, 128, D * 16), kk > 0);
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+            wg::wgmma_ss_n64(dp, wg::desc(v_wg + kk * 256, 128, D * 16), wg::desc(do_st + kk * 256, 128, D * 16),
+                             kk > 0);
+        wg::commit();
+        wg::wait<0>();
+        wg::fence_operand(s);
+        wg::fence_operand(dp);
+
+        /* Pᵀ and dSᵀ: this thread's rows are keys ja, jb; columns are queries */
+        const bool wact = q0 <= wmax && q1 >= kw0;
+        const bool full = kw0 + 15 <= q0 && q1 <= wmin && q1 < n;
+        const float *cLse = sLse + st * BQ, *cDi = sDi + st * BQ;
+        const int kr = (warp & 3) * 16 + (lane >> 2); /* the thread's first key row within its warpgroup */
+#pragma unroll
+        for (int t = 0; t < BQ / 8; ++t) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int cc = t * 8 + (lane & 3) * 2 + e, i = q0 + cc;
+                const float l2 = cLse[cc], di = cDi[cc];
+                const bool va = wact && (full || (ja <= i && i <= enda));
+                const bool vb = wact && (full || (jb <= i && i <= endb));
+                const float pa_ = va ? exp2f(s[4 * t + e] * sl2 - l2) : 0.f;
+                const float pb_ = vb ? exp2f(s[4 * t + 2 + e] * sl2 - l2) : 0.f;
+                s[4 * t + e] = pa_;
+                s[4 * t + 2 + e] = pb_;
+                dp[4 * t + e] = pa_ * (dp[4 * t + e] - di) * scale;
+                dp[4 * t + 2 + e] = pb_ * (dp[4 * t + 2 + e] - di) * scale;
+            }
+        }
+        pack_p(pa, s);
+        pack_p(da, dp);
+        /* dSᵀ rows of this warpgroup's keys into shared memory for dQ */
+#pragma unroll
+        for (int t = 0; t < BQ / 8; ++t) {
+            const int c = t * 8 + (lane & 3) * 2, r = wgi * 64 + kr;
+            *reinterpret_cast<uint32_t *>(sdS + ds_off(r, c)) = pack2(dp[4 * t], dp[4 * t + 1]);
+            *reinterpret_cast<uint32_t *>(sdS + ds_off(r + 8, c)) = pack2(dp[4 * t + 2], dp[4 * t + 3]);
+        }
+        /* dV += Pᵀ·dO, dK += dSᵀ·Q (asynchronous; retired by the wait after dQ) */
+        wg::fence_operand(av);
+        wg::fence_operand(ak);
+        keep_live(pa);
+        keep_live(da);
+        wg::fence();
+#pragma unroll
+        for (int kc = 0; kc < BQ / 16; ++kc) {
+            const uint64_t bo = wg::desc(do_st + kc * 2 * D * 16, D * 16, 128);
+            const uint64_t bq = wg::desc(q_st + kc * 2 * D * 16, D * 16, 128);
+            if constexpr (D == 128) {
+                wg::wgmma_rs_n128_tb(av, pa[kc], bo);
+                wg::wgmma_rs_n128_tb(ak, da[kc], bq);
+            } else {
+                wg::wgmma_rs_n64_tb(av, pa[kc], bo);
+                wg::wgmma_rs_n64_tb(ak, da[kc], bq);
+            }
+        }
+        wg::commit();
+        wg::fence_proxy_async();
+        __syncthreads(); /* both warpgroups' dSᵀ rows are in shared memory */
+
+        /* dQ[tile][wgi·D/2 …] = dS · K[:, wgi·D/2 …] over the block's 128 keys */
+#pragma unroll
+        for (int i = 0; i < D / 4; ++i) acc[i] = 0.f;
+        wg::fence_operand(acc);
+        wg::fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {
+            const uint64_t a = wg::desc(dsaddr + kk * 2 * 1024, 1024, 128);
+            const uint64_t b = wg::desc(kaddr + kk * 2 * D * 16 + wgi * (D / 16) * 128, D * 16, 128);
+            if constexpr (D == 128)
+                wg::wgmma_ss_n64_tt(acc, a, b, kk > 0);
+            else
+                wg::wgmma_ss_n32_tt(acc, a, b, kk > 0);
+        }
+        wg::commit();
+        wg::wait<0>(); /* dQ, and this tile's dV/dK products: pa, da, the stage and dSᵀ are free */
+        wg::fence_operand(acc);
+        wg::fence_operand(av);
+        wg::fence_operand(ak);
+        keep_live(pa);
+        keep_live(da);
+        {
+            const int h = g * group + hh, r0 = q0 + (warp & 3) * 16;
+            const size_t os = (size_t)nh * D;
+            red_add_frag<D / 16>(dq + (size_t)r0 * os + h * D + wgi * (D / 2), os, n - r0, acc, lane);
+        }
+        hh = nhh;
+        qt = nqt;
+        st ^= 1;
+    }
+    cp_wait_all(); /* the K/V group when the block had nothing to do */
+
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+        const int j = hf ? jb : ja;
+        if (j >= n) continue;
+        bf16 *rk = dk + (size_t)j * dks + g * D + (lane & 3) * 2;
+        bf16 *rv = dv + (size_t)j * dvs + g * D + (lane & 3) * 2;
+#pragma unroll
+        for (int t = 0; t < D / 8; ++t) {
+            *reinterpret_cast<uint32_t *>(rk + t * 8) = pack2(ak[4 * t + 2 * hf], ak[4 * t + 2 * hf + 1]);
+            *reinterpret_cast<uint32_t *>(rv + t * 8) = pack2(av[4 * t + 2 * hf], av[4 * t + 2 * hf + 1]);
+        }
+    }
+#endif
+}
+
+template <int D>
+t2_status bwd_d(float *dq, void *dk, int dks, void *dv, int dvs, const float *Di, const void *dout, const float *lse,
+                const void *q, const void *k, const void *v, int qs, int ks, int vs, const int32_t *send,
+                const int32_t *bmax, int n, int nh, int nkv) {
+    typedef BwdSmem<D> L;
+    const float scale = (float)(1.0 / sqrt((double)D));
+    const float sl2 = (float)(1.4426950408889634 / sqrt((double)D));
+    T2_CUDA(cudaMemsetAsync(dq, 0, (size_t)n * nh * D * sizeof(float), t2_stream));
+    auto kern = sm90_bwd_kernel<D>;
+    T2_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes));
+    const dim3 grid(ceil_div(n, L::BK), nkv);
+    kern<<<grid, 256, L::bytes, t2_stream>>>((bf16 *)dk, dks, (bf16 *)dv, dvs, dq, (const bf16 *)dout, lse, Di,
+                                             (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, qs, ks, vs, send,
+                                             bmax, n, nh, nh / nkv, sl2, scale);
+    T2_LAUNCHED("sm90_bwd_kernel");
+    return t2_ok();
+}
+
 /* Writes 1 when this library's device code was built with wgmma (sm_90a) and runs on this device. */
 __global__ void sm90_probe_kernel(int *ok) { *ok = T2_HAS_WGMMA; }
 
@@ -331,4 +592,19 @@ t2_status t2_attention_fwd_sm90(void *out, float *lse, const void *q, const void
     case 128: return fwd_d<128>(out, lse, q, k, v, q_stride, k_stride, v_stride, subtree_end, blockmax, n, nh, nkv);
     }
     return t2_fail(-1, "t2_attention_fwd_sm90(head_dim)", __FILE__, __LINE__, "head_dim must be 64 or 128");
+}
+
+t2_status t2_attention_bwd_sm90(float *dq, void *dk, int dk_stride, void *dv, int dv_stride, const float *Di,
+                                const void *dout, const float *lse, const void *q, const void *k, const void *v,
+                                int q_stride, int k_stride, int v_stride, const int32_t *subtree_end,
+                                const int32_t *blockmax, int n, int nh, int nkv, int d) {
+    switch (d) {
+    case 64:
+        return bwd_d<64>(dq, dk, dk_stride, dv, dv_stride, Di, dout, lse, q, k, v, q_stride, k_stride, v_stride,
+                         subtree_end, blockmax, n, nh, nkv);
+    case 128:
+        return bwd_d<128>(dq, dk, dk_stride, dv, dv_stride, Di, dout, lse, q, k, v, q_stride, k_stride, v_stride,
+                          subtree_end, blockmax, n, nh, nkv);
+    }
+    return t2_fail(-1, "t2_attention_bwd_sm90(head_dim)", __FILE__, __LINE__, "head_dim must be 64 or 128");
 }

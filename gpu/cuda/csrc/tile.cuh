@@ -1,6 +1,7 @@
 /*
  * tile.cuh: what the attention kernels (attention_fa2.cu, attention_sm90.cu) share to stage tiles in
- * shared memory and to reduce across the 4 lanes that hold one row of an mma/wgmma fragment.
+ * shared memory, to reduce across the 4 lanes that hold one row of an mma/wgmma fragment, and to add
+ * dQ partials into global memory.
  */
 #pragma once
 #include <cuda_runtime.h>
@@ -25,3 +26,35 @@ __device__ __forceinline__ float shfl_sum4(float x) {
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+/* p[0..3] += v atomically (p 16-byte aligned): one vector reduction on Hopper with CUDA ≥ 13, whose
+ * headers declare atomicAdd(float4 *, float4) for sm_90; four scalar ones otherwise. */
+__device__ __forceinline__ void red_add4(float *p, float4 v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDACC_VER_MAJOR__ >= 13
+    atomicAdd(reinterpret_cast<float4 *>(p), v);
+#else
+    atomicAdd(p, v.x);
+    atomicAdd(p + 1, v.y);
+    atomicAdd(p + 2, v.z);
+    atomicAdd(p + 3, v.w);
+#endif
+}
+
+/* Adds a 16-row C fragment (the mma.m16n8 / wgmma accumulator layout: this lane holds rows lane/4
+ * and lane/4 + 8, columns 8t + 2·(lane%4) + {0, 1} in c[4t…4t+3]) of NT8 8-column tiles into fp32
+ * rows base + r·ld (rows r ≥ rows skipped) with 16-byte atomics: lanes l and l^1 trade one pair, so
+ * the even lane adds 4 columns of row r and the odd lane 4 of row r + 8, one vector atomic each
+ * instead of four scalar ones. */
+template <int NT8>
+__device__ __forceinline__ void red_add_frag(float *base, size_t ld, int rows, const float *c, int lane) {
+    const bool odd = lane & 1;
+    const int r = (lane >> 2) + (odd ? 8 : 0);
+    float *row = base + (size_t)r * ld + (lane & 2) * 2;
+#pragma unroll
+    for (int t = 0; t < NT8; ++t) {
+        const float x = __shfl_xor_sync(0xffffffffu, odd ? c[4 * t] : c[4 * t + 2], 1);
+        const float y = __shfl_xor_sync(0xffffffffu, odd ? c[4 * t + 1] : c[4 * t + 3], 1);
+        if (r < rows)
+            red_add4(row + t * 8, odd ? make_float4(x, y, c[4 * t + 2], c[4 * t + 3])
+                                      : make_float4(c[4 * t], c[4 * t + 1], x, y));
+    }
+}
