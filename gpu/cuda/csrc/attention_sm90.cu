@@ -456,12 +456,29 @@ __global__ void __launch_bounds__(256, 1)
             *reinterpret_cast<uint32_t *>(sdS + ds_off(r, c)) = pack2(dp[4 * t], dp[4 * t + 1]);
             *reinterpret_cast<uint32_t *>(sdS + ds_off(r + 8, c)) = pack2(dp[4 * t + 2], dp[4 * t + 3]);
         }
-        /* dV += Pᵀ·dO, dK += dSᵀ·Q (asynchronous; retired by the wait after dQ) */
+        wg::fence_proxy_async();
+        __syncthreads(); /* both warpgroups' dSᵀ rows are in shared memory */
+
+        /* dQ[tile][wgi·D/2 …] = dS · K[:, wgi·D/2 …] over the block's 128 keys, issued first so its
+         * atomics overlap dV += Pᵀ·dO and dK += dSᵀ·Q, which follow it on the tensor cores */
+#pragma unroll
+        for (int i = 0; i < D / 4; ++i) acc[i] = 0.f;
+        wg::fence_operand(acc);
         wg::fence_operand(av);
         wg::fence_operand(ak);
         keep_live(pa);
         keep_live(da);
         wg::fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {
+            const uint64_t a = wg::desc(dsaddr + kk * 2 * 1024, 1024, 128);
+            const uint64_t b = wg::desc(kaddr + kk * 2 * D * 16 + wgi * (D / 16) * 128, D * 16, 128);
+            if constexpr (D == 128)
+                wg::wgmma_ss_n64_tt(acc, a, b, kk > 0);
+            else
+                wg::wgmma_ss_n32_tt(acc, a, b, kk > 0);
+        }
+        wg::commit();
 #pragma unroll
         for (int kc = 0; kc < BQ / 16; ++kc) {
             const uint64_t bo = wg::desc(do_st + kc * 2 * D * 16, D * 16, 128);
@@ -475,35 +492,18 @@ __global__ void __launch_bounds__(256, 1)
             }
         }
         wg::commit();
-        wg::fence_proxy_async();
-        __syncthreads(); /* both warpgroups' dSᵀ rows are in shared memory */
-
-        /* dQ[tile][wgi·D/2 …] = dS · K[:, wgi·D/2 …] over the block's 128 keys */
-#pragma unroll
-        for (int i = 0; i < D / 4; ++i) acc[i] = 0.f;
+        wg::wait<1>(); /* dQ (committed first) */
         wg::fence_operand(acc);
-        wg::fence();
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk) {
-            const uint64_t a = wg::desc(dsaddr + kk * 2 * 1024, 1024, 128);
-            const uint64_t b = wg::desc(kaddr + kk * 2 * D * 16 + wgi * (D / 16) * 128, D * 16, 128);
-            if constexpr (D == 128)
-                wg::wgmma_ss_n64_tt(acc, a, b, kk > 0);
-            else
-                wg::wgmma_ss_n32_tt(acc, a, b, kk > 0);
-        }
-        wg::commit();
-        wg::wait<0>(); /* dQ, and this tile's dV/dK products: pa, da, the stage and dSᵀ are free */
-        wg::fence_operand(acc);
-        wg::fence_operand(av);
-        wg::fence_operand(ak);
-        keep_live(pa);
-        keep_live(da);
         {
             const int h = g * group + hh, r0 = q0 + (warp & 3) * 16;
             const size_t os = (size_t)nh * D;
             red_add_frag<D / 16>(dq + (size_t)r0 * os + h * D + wgi * (D / 2), os, n - r0, acc, lane);
         }
+        wg::wait<0>(); /* dV, dK: pa, da, the stage and dSᵀ are free */
+        wg::fence_operand(av);
+        wg::fence_operand(ak);
+        keep_live(pa);
+        keep_live(da);
         hh = nhh;
         qt = nqt;
         st ^= 1;
