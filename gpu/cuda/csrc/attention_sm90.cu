@@ -417,14 +417,14 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk)
             wg::wgmma_ss_n64(s, wg::desc(k_wg + kk * 256, 128, D * 16), wg::desc(q_st + kk * 256, 128, D * 16), kk > 0);
+        wg::commit();
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk)
             wg::wgmma_ss_n64(dp, wg::desc(v_wg + kk * 256, 128, D * 16), wg::desc(do_st + kk * 256, 128, D * 16),
                              kk > 0);
         wg::commit();
-        wg::wait<0>();
+        wg::wait<1>(); /* Sᵀ: Pᵀ is computed while dPᵀ is still on the tensor cores */
         wg::fence_operand(s);
-        wg::fence_operand(dp);
 
         /* Pᵀ and dSᵀ: this thread's rows are keys ja, jb; columns are queries */
         const bool wact = q0 <= wmax && q1 >= kw0;
@@ -436,15 +436,22 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const int cc = t * 8 + (lane & 3) * 2 + e, i = q0 + cc;
-                const float l2 = cLse[cc], di = cDi[cc];
+                const float l2 = cLse[cc];
                 const bool va = wact && (full || (ja <= i && i <= enda));
                 const bool vb = wact && (full || (jb <= i && i <= endb));
-                const float pa_ = va ? exp2f(s[4 * t + e] * sl2 - l2) : 0.f;
-                const float pb_ = vb ? exp2f(s[4 * t + 2 + e] * sl2 - l2) : 0.f;
-                s[4 * t + e] = pa_;
-                s[4 * t + 2 + e] = pb_;
-                dp[4 * t + e] = pa_ * (dp[4 * t + e] - di) * scale;
-                dp[4 * t + 2 + e] = pb_ * (dp[4 * t + 2 + e] - di) * scale;
+                s[4 * t + e] = va ? exp2f(s[4 * t + e] * sl2 - l2) : 0.f;
+                s[4 * t + 2 + e] = vb ? exp2f(s[4 * t + 2 + e] * sl2 - l2) : 0.f;
+            }
+        }
+        wg::wait<0>(); /* dPᵀ */
+        wg::fence_operand(dp);
+#pragma unroll
+        for (int t = 0; t < BQ / 8; ++t) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const float di = cDi[t * 8 + (lane & 3) * 2 + e];
+                dp[4 * t + e] = s[4 * t + e] * (dp[4 * t + e] - di) * scale;
+                dp[4 * t + 2 + e] = s[4 * t + 2 + e] * (dp[4 * t + 2 + e] - di) * scale;
             }
         }
         pack_p(pa, s);
