@@ -1,6 +1,7 @@
 /*
- * attention_sm90.cu: the tree-attention forward pass with Hopper's warpgroup MMA (wgmma, sm_90a),
- * the T2_ATT_HOPPER kernels' forward (their backward is the FA2 one: attention.cu dispatches).
+ * attention_sm90.cu: tree attention, forward and backward, on Hopper's warpgroup MMA (wgmma,
+ * sm_90a): the T2_ATT_HOPPER kernels (attention.cu dispatches). The backward is described above
+ * its kernel; the forward:
  *
  * Same mask, outputs and base-2 lse as attention_fa2.cu: key j is visible to query i iff
  * j ≤ i ≤ subtree_end[j]; tile skipping and the unmasked fast path use the same per-64-key block

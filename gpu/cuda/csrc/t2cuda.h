@@ -106,8 +106,8 @@ t2_status t2_qknorm_rope_bwd(void *dqkv, float *dqw, float *dkw, const float *dq
  * impl picks the kernels: T2_ATT_FA2 (mma.sync fragments in registers, dQ accumulated with fp32
  * atomics; the default), T2_ATT_FA2_DET (the same forward; a backward with a separate dQ pass that
  * gives the same bits every run), T2_ATT_WMMA (the first kernels, WMMA through shared memory; kept
- * as a reference and fallback; deterministic) or T2_ATT_HOPPER (the forward with Hopper's warpgroup
- * MMA, attention_sm90.cu, and the T2_ATT_FA2 backward; only where t2_attention_sm90_available). */
+ * as a reference and fallback; deterministic) or T2_ATT_HOPPER (forward and backward on Hopper's
+ * warpgroup MMA, attention_sm90.cu, dQ by atomics; only where t2_attention_sm90_available). */
 #define T2_ATT_FA2 0
 #define T2_ATT_WMMA 1
 #define T2_ATT_FA2_DET 2
