@@ -489,40 +489,13 @@ __global__ void __launch_bounds__(NW * 32, 1) fa2_bwd_dkdv_kernel(bf16 *dk, int 
     const int g = blockIdx.y;
     const int k0 = blockIdx.x * BK;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int wk = warp * 16, kw0 = k0 + wk; /* the warp's first key */
+    const int wk = warp * 16; /* the warp's first key within the block */
 
     load_rows<D, BK, NT>(sK, k + g * D, ks, k0, n);
     load_rows<D, BK, NT>(sV, v + g * D, vs, k0, n);
 
-    /* subtree ends of this lane's two key rows; the warp's and the block's extent of visibility */
-    const int ja = kw0 + (lane >> 2), jb = ja + 8;
-    const int enda = ja < n ? send[ja] : -1, endb = jb < n ? send[jb] : -1;
-    int wmax = max(enda, endb);
-    int wmin = min(ja < n ? enda : INT32_MAX, jb < n ? endb : INT32_MAX);
-    for (int o = 16; o > 0; o >>= 1) {
-        wmax = max(wmax, __shfl_xor_sync(0xffffffffu, wmax, o));
-        wmin = min(wmin, __shfl_xor_sync(0xffffffffu, wmin, o));
-    }
-    if (lane == 0) sWmax[warp] = wmax;
-    int last = -1; /* the last query any key of the block is visible to */
-    for (int b = k0 / BN; b < min((n + BN - 1) / BN, (k0 + BK) / BN); ++b) last = max(last, bmax[b]);
-    last = min(last, n - 1);
-    __syncthreads(); /* sWmax */
-
-    auto tile_active = [&](int qt) { /* some key of the block sees some query of the tile */
-        const int a = qt * BN, z = a + BN - 1;
-#pragma unroll
-        for (int w = 0; w < NW; ++w)
-            if (a <= sWmax[w] && z >= k0 + 16 * w) return true;
-        return false;
-    };
-    const int qfirst = k0 / BN, qlast = last / BN;
-    auto next_q = [&](int qt) {
-        ++qt;
-        while (qt <= qlast && !tile_active(qt)) ++qt;
-        return qt;
-    };
-    const int qstart = tile_active(qfirst) ? qfirst : next_q(qfirst);
+    KeyBlock<NW, BN> kb; /* this block's keys and the query tiles that see them */
+    kb.init(sWmax, send, bmax, k0, n, warp, lane);
     auto load_q = [&](int hh, int qt, int st) {
         const int h = g * group + hh, q0 = qt * BN;
         load_rows<D, BN, NT>(sQ + st * BN * LD, q + h * D, qs, q0, n);
@@ -540,26 +513,22 @@ __global__ void __launch_bounds__(NW * 32, 1) fa2_bwd_dkdv_kernel(bf16 *dk, int 
 #pragma unroll
         for (int e = 0; e < 4; ++e) ak[t][e] = av[t][e] = 0.f;
 
-    int hh = 0, qt = qstart;
-    if (qt > qlast) hh = group; /* nothing visible (a block of padding keys) */
+    int hh = kb.first_head(group), qt = kb.qstart;
     if (hh < group) load_q(hh, qt, 0);
     cp_commit();
     int st = 0;
     while (hh < group) {
-        int nhh = hh, nqt = next_q(qt);
-        if (nqt > qlast) {
-            ++nhh;
-            nqt = qstart;
-        }
+        int nhh, nqt;
+        kb.after(hh, qt, nhh, nqt);
         cp_wait_all();
         __syncthreads();
         if (nhh < group) load_q(nhh, nqt, st ^ 1);
         cp_commit();
 
         const int q0 = qt * BN, q1 = q0 + BN - 1;
-        const bool wact = q0 <= wmax && q1 >= kw0;
+        const bool wact = q0 <= kb.wmax && q1 >= kb.kw0;
         if (wact) {
-            const bool full = kw0 + 15 <= q0 && q1 <= wmin && q1 < n;
+            const bool full = kb.kw0 + 15 <= q0 && q1 <= kb.wmin && q1 < n;
             const bf16 *cQ = sQ + st * BN * LD, *cdO = sdO + st * BN * LD;
             const float *cLse = sLse + st * BN, *cDi = sDi + st * BN;
             float s[BN / 8][4];
@@ -573,8 +542,8 @@ __global__ void __launch_bounds__(NW * 32, 1) fa2_bwd_dkdv_kernel(bf16 *dk, int 
                 for (int e = 0; e < 2; ++e) {
                     const int cc = t * 8 + (lane & 3) * 2 + e, i = q0 + cc;
                     const float l2 = cLse[cc];
-                    const bool va = full || (ja <= i && i <= enda);
-                    const bool vb = full || (jb <= i && i <= endb);
+                    const bool va = full || (kb.ja <= i && i <= kb.enda);
+                    const bool vb = full || (kb.jb <= i && i <= kb.endb);
                     s[t][e] = va ? exp2f(s[t][e] * sl2 - l2) : 0.f;
                     s[t][2 + e] = vb ? exp2f(s[t][2 + e] * sl2 - l2) : 0.f;
                 }
@@ -645,7 +614,7 @@ __global__ void __launch_bounds__(NW * 32, 1) fa2_bwd_dkdv_kernel(bf16 *dk, int 
 
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
-        const int j = (hf ? jb : ja);
+        const int j = (hf ? kb.jb : kb.ja);
         if (j >= n) continue;
         bf16 *rk = dk + (size_t)j * dks + g * D + (lane & 3) * 2;
         bf16 *rv = dv + (size_t)j * dvs + g * D + (lane & 3) * 2;

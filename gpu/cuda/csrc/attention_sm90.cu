@@ -336,7 +336,6 @@ __global__ void __launch_bounds__(256, 1)
     const int g = blockIdx.y;
     const int k0 = blockIdx.x * BK;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wgi = warp >> 2;
-    const int kw0 = k0 + warp * 16; /* the warp's first key */
     const uint32_t kaddr = smem_u32(sK), vaddr = smem_u32(sV), qaddr = smem_u32(sQ), doaddr = smem_u32(sdO),
                    dsaddr = smem_u32(sdS);
     const uint32_t k_wg = kaddr + wgi * tile_bytes<D>(64), v_wg = vaddr + wgi * tile_bytes<D>(64);
@@ -344,35 +343,8 @@ __global__ void __launch_bounds__(256, 1)
     load_tile<D, BK, NT>(sK, k + g * D, ks, k0, n);
     load_tile<D, BK, NT>(sV, v + g * D, vs, k0, n);
 
-    /* subtree ends of this lane's two key rows; the warp's and the block's extent of visibility */
-    const int ja = kw0 + (lane >> 2), jb = ja + 8;
-    const int enda = ja < n ? send[ja] : -1, endb = jb < n ? send[jb] : -1;
-    int wmax = max(enda, endb);
-    int wmin = min(ja < n ? enda : INT32_MAX, jb < n ? endb : INT32_MAX);
-    for (int o = 16; o > 0; o >>= 1) {
-        wmax = max(wmax, __shfl_xor_sync(0xffffffffu, wmax, o));
-        wmin = min(wmin, __shfl_xor_sync(0xffffffffu, wmin, o));
-    }
-    if (lane == 0) sWmax[warp] = wmax;
-    int last = -1; /* the last query any key of the block is visible to */
-    for (int b = k0 / BN; b < min((n + BN - 1) / BN, (k0 + BK) / BN); ++b) last = max(last, bmax[b]);
-    last = min(last, n - 1);
-    __syncthreads(); /* sWmax */
-
-    auto tile_active = [&](int qt) { /* some key of the block sees some query of the tile */
-        const int a = qt * BQ, z = a + BQ - 1;
-#pragma unroll
-        for (int w = 0; w < NW; ++w)
-            if (a <= sWmax[w] && z >= k0 + 16 * w) return true;
-        return false;
-    };
-    const int qfirst = k0 / BQ, qlast = last / BQ;
-    auto next_q = [&](int qt) {
-        ++qt;
-        while (qt <= qlast && !tile_active(qt)) ++qt;
-        return qt;
-    };
-    const int qstart = tile_active(qfirst) ? qfirst : next_q(qfirst);
+    KeyBlock<NW, BQ> kb; /* this block's keys and the query tiles that see them */
+    kb.init(sWmax, send, bmax, k0, n, warp, lane);
     auto load_q = [&](int hh, int qt, int st) {
         const int h = g * group + hh, q0 = qt * BQ;
         load_tile<D, BQ, NT>(sQ + st * tile_bytes<D>(BQ), q + h * D, qs, q0, n);
@@ -389,17 +361,13 @@ __global__ void __launch_bounds__(256, 1)
     for (int i = 0; i < D / 2; ++i) ak[i] = av[i] = 0.f;
     uint32_t pa[BQ / 16][4] = {}, da[BQ / 16][4] = {};
 
-    int hh = 0, qt = qstart;
-    if (qt > qlast) hh = group; /* nothing visible (a block of padding keys) */
+    int hh = kb.first_head(group), qt = kb.qstart;
     if (hh < group) load_q(hh, qt, 0);
     cp_commit();
     int st = 0;
     while (hh < group) {
-        int nhh = hh, nqt = next_q(qt);
-        if (nqt > qlast) {
-            ++nhh;
-            nqt = qstart;
-        }
+        int nhh, nqt;
+        kb.after(hh, qt, nhh, nqt);
         cp_wait_all();
         wg::fence_proxy_async();
         __syncthreads(); /* tile landed; every warpgroup is done with the other stage and with dSᵀ */
@@ -428,8 +396,8 @@ __global__ void __launch_bounds__(256, 1)
         wg::fence_operand(s);
 
         /* Pᵀ and dSᵀ: this thread's rows are keys ja, jb; columns are queries */
-        const bool wact = q0 <= wmax && q1 >= kw0;
-        const bool full = kw0 + 15 <= q0 && q1 <= wmin && q1 < n;
+        const bool wact = q0 <= kb.wmax && q1 >= kb.kw0;
+        const bool full = kb.kw0 + 15 <= q0 && q1 <= kb.wmin && q1 < n;
         const float *cLse = sLse + st * BQ, *cDi = sDi + st * BQ;
         const int kr = (warp & 3) * 16 + (lane >> 2); /* the thread's first key row within its warpgroup */
 #pragma unroll
@@ -438,8 +406,8 @@ __global__ void __launch_bounds__(256, 1)
             for (int e = 0; e < 2; ++e) {
                 const int cc = t * 8 + (lane & 3) * 2 + e, i = q0 + cc;
                 const float l2 = cLse[cc];
-                const bool va = wact && (full || (ja <= i && i <= enda));
-                const bool vb = wact && (full || (jb <= i && i <= endb));
+                const bool va = wact && (full || (kb.ja <= i && i <= kb.enda));
+                const bool vb = wact && (full || (kb.jb <= i && i <= kb.endb));
                 s[4 * t + e] = va ? exp2f(s[4 * t + e] * sl2 - l2) : 0.f;
                 s[4 * t + 2 + e] = vb ? exp2f(s[4 * t + 2 + e] * sl2 - l2) : 0.f;
             }
@@ -520,7 +488,7 @@ __global__ void __launch_bounds__(256, 1)
 
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
-        const int j = hf ? jb : ja;
+        const int j = hf ? kb.jb : kb.ja;
         if (j >= n) continue;
         bf16 *rk = dk + (size_t)j * dks + g * D + (lane & 3) * 2;
         bf16 *rv = dv + (size_t)j * dvs + g * D + (lane & 3) * 2;

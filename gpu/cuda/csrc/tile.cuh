@@ -6,6 +6,7 @@
 #pragma once
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <limits.h>
 
 __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
@@ -58,3 +59,68 @@ __device__ __forceinline__ void red_add_frag(float *base, size_t ld, int rows, c
                                       : make_float4(c[4 * t], c[4 * t + 1], x, y));
     }
 }
+
+/* KeyBlock: the tree-mask bookkeeping of a backward block that owns NW·16 keys from k0, shared by
+ * the FA2 and Hopper dK/dV kernels. Warp w owns keys k0 + 16w …; this lane's rows are ja = k0 + 16w
+ * + lane/4 and jb = ja + 8 (the mma/wgmma accumulator rows), with subtree ends enda, endb (−1 past
+ * n). The warp's keys are seen by no query after wmax, and every one of them by every query up to
+ * wmin (the unmasked fast path). The BQ-query tiles the block visits are qstart, next(qstart), …
+ * up to qlast: those where some key of the block sees some query, found from the warps' extents
+ * (sw, in shared memory) and the 64-key block maxima of subtree_end (t2_tree_blockmax). init runs
+ * one __syncthreads, which publishes sw. */
+template <int NW, int BQ> struct KeyBlock {
+    int k0, kw0, ja, jb, enda, endb, wmax, wmin, qlast, qstart;
+    const int *sw;
+
+    __device__ __forceinline__ void init(int *sw_, const int32_t *send, const int32_t *bmax, int k0_, int n, int warp,
+                                         int lane) {
+        constexpr int BK = 16 * NW, BB = 64; /* t2_tree_blockmax's blocks */
+        k0 = k0_;
+        kw0 = k0 + warp * 16;
+        sw = sw_;
+        ja = kw0 + (lane >> 2);
+        jb = ja + 8;
+        enda = ja < n ? send[ja] : -1;
+        endb = jb < n ? send[jb] : -1;
+        wmax = max(enda, endb);
+        wmin = min(ja < n ? enda : INT32_MAX, jb < n ? endb : INT32_MAX);
+        for (int o = 16; o > 0; o >>= 1) {
+            wmax = max(wmax, __shfl_xor_sync(0xffffffffu, wmax, o));
+            wmin = min(wmin, __shfl_xor_sync(0xffffffffu, wmin, o));
+        }
+        if (lane == 0) sw_[warp] = wmax;
+        int last = -1; /* the last query any key of the block is visible to */
+        for (int b = k0 / BB; b < min((n + BB - 1) / BB, (k0 + BK) / BB); ++b) last = max(last, bmax[b]);
+        last = min(last, n - 1);
+        __syncthreads(); /* sw */
+        qlast = last / BQ;
+        const int qfirst = k0 / BQ;
+        qstart = active(qfirst) ? qfirst : next(qfirst);
+    }
+    /* some key of the block sees some query of tile qt */
+    __device__ __forceinline__ bool active(int qt) const {
+        const int a = qt * BQ, z = a + BQ - 1;
+#pragma unroll
+        for (int w = 0; w < NW; ++w)
+            if (a <= sw[w] && z >= k0 + 16 * w) return true;
+        return false;
+    }
+    /* the next tile after qt the block visits (> qlast: none) */
+    __device__ __forceinline__ int next(int qt) const {
+        ++qt;
+        while (qt <= qlast && !active(qt)) ++qt;
+        return qt;
+    }
+    /* The block visits (query head hh of the GQA group, tile qt) pairs head by head: the first is
+     * (first_head(group), qstart), hh == group meaning nothing (a block of padding keys) or done;
+     * after gives the pair that follows (hh, qt). */
+    __device__ __forceinline__ int first_head(int group) const { return qstart > qlast ? group : 0; }
+    __device__ __forceinline__ void after(int hh, int qt, int &nhh, int &nqt) const {
+        nhh = hh;
+        nqt = next(qt);
+        if (nqt > qlast) {
+            ++nhh;
+            nqt = qstart;
+        }
+    }
+};
