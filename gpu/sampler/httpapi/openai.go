@@ -44,13 +44,11 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req, false) {
 		return
 	}
+	if msg := oneChoiceNoStream(req.Stream, req.N, "n"); msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
+		return
+	}
 	switch {
-	case req.Stream:
-		writeError(w, http.StatusBadRequest, "stream is not supported")
-		return
-	case req.N != nil && *req.N != 1:
-		writeError(w, http.StatusBadRequest, "n must be 1")
-		return
 	case req.Echo:
 		writeError(w, http.StatusBadRequest, "echo is not supported")
 		return
@@ -184,13 +182,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req, false) {
 		return
 	}
+	if msg := oneChoiceNoStream(req.Stream, req.N, "n"); msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
+		return
+	}
 	switch {
-	case req.Stream:
-		writeError(w, http.StatusBadRequest, "stream is not supported")
-		return
-	case req.N != nil && *req.N != 1:
-		writeError(w, http.StatusBadRequest, "n must be 1")
-		return
 	case req.TopLogprobs != nil && *req.TopLogprobs > 0:
 		writeError(w, http.StatusBadRequest, "top_logprobs > 0 is not supported")
 		return

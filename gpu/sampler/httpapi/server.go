@@ -135,6 +135,19 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// oneChoiceNoStream is the check every generation endpoint makes first: this server answers each
+// request with one choice, whole, never streamed. field names n as the request spells it ("n",
+// "sampling_params.n"). It returns the refusal, "" for an acceptable request.
+func oneChoiceNoStream(stream bool, n *int, field string) string {
+	switch {
+	case stream:
+		return "stream is not supported; send stream=false"
+	case n != nil && *n != 1:
+		return field + " must be 1"
+	}
+	return ""
+}
+
 func writeError(w http.ResponseWriter, status int, msg string) {
 	typ := "BadRequestError"
 	switch {

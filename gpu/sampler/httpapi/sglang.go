@@ -182,8 +182,12 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req, false) {
 		return
 	}
-	if req.Stream {
-		writeError(w, http.StatusBadRequest, "stream is not supported; send stream=false")
+	sp := req.SamplingParams
+	if sp == nil {
+		sp = &sglangSampling{}
+	}
+	if msg := oneChoiceNoStream(req.Stream, sp.N, "sampling_params.n"); msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
 		return
 	}
 	if len(bytes.TrimSpace(req.Text)) > 0 && string(bytes.TrimSpace(req.Text)) != "null" {
@@ -193,14 +197,6 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	ids, err := parseIDs("input_ids", req.InputIDs)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	sp := req.SamplingParams
-	if sp == nil {
-		sp = &sglangSampling{}
-	}
-	if sp.N != nil && *sp.N != 1 {
-		writeError(w, http.StatusBadRequest, "sampling_params.n must be 1")
 		return
 	}
 	params, stops, sids, err := samplingOptions("sampling_params", sp.Temperature, sp.TopP, sp.TopK, sp.MinP, sp.Stop, sp.StopTokenIDs)
