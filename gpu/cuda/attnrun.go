@@ -53,25 +53,25 @@ func (in *attnInputs) check() error {
 	return nil
 }
 
-// runAttention runs the forward and backward tree-attention kernels of impl (AttentionFA2,
-// AttentionFA2Det, AttentionWMMA or AttentionHopper) once on device 0, with every output poisoned (all bits set: bf16/fp32 NaN)
+// runAttention runs the forward and backward tree-attention kernels of impl (an Options.Attention
+// value) once on device 0, with every output poisoned (all bits set: bf16/fp32 NaN)
 // beforehand so an element the kernels fail to write shows up as NaN. With reps > 0 it then
 // times reps forward and reps backward launches with device events and reports the medians.
 func runAttention(in *attnInputs, impl string, reps int) (res *attnOutputs, err error) {
 	if err := in.check(); err != nil {
 		return nil, err
 	}
-	if impl != AttentionFA2 && impl != AttentionFA2Det && impl != AttentionWMMA && impl != AttentionHopper {
+	if impl == "" || !slices.Contains(attentionNames, impl) {
 		return nil, fmt.Errorf("cuda: attention impl %q", impl)
 	}
 	var ctx dptr
 	if err := statusErr(C.t2_init(0, &ctx)); err != nil {
 		return nil, fmt.Errorf("cuda: init: %w", err)
 	}
-	if impl == AttentionHopper { // refused with the reason where the device or the build lacks wgmma
-		if _, err := resolveAttention(impl); err != nil {
-			return nil, errors.Join(err, statusErr(C.t2_destroy(ctx)))
-		}
+	// the kernels that run here, as New chooses them ("hopper" refused with the reason where the
+	// device or the build lacks wgmma)
+	if impl, err = resolveAttention(impl, 0); err != nil {
+		return nil, errors.Join(err, statusErr(C.t2_destroy(ctx)))
 	}
 	sel := attImplOf(impl)
 	var ptrs []dptr

@@ -107,7 +107,7 @@ func New(w *gpu.Weights, opt Options) (*Backend, error) {
 		return nil, fmt.Errorf("cuda: init device %d: %w", opt.Device, err)
 	}
 	b.ctx = ctx
-	if b.opt.Attention, err = resolveAttention(b.opt.Attention); err != nil {
+	if b.opt.Attention, err = resolveAttention(b.opt.Attention, opt.Device); err != nil {
 		b.Close()
 		return nil, err
 	}

@@ -324,7 +324,8 @@ func BenchmarkTreePacked(b *testing.B) {
 
 // BenchmarkAttention times the tree-attention kernels alone (forward; backward including the
 // rowsum(dO∘O) pass) for the Qwen3-1.7B attention shape (16 query heads, 8 KV heads, head_dim 128),
-// FA2 against the WMMA kernels and, on H100/H200, the wgmma forward ("hopper"), on 16k tokens of 4096-token chains and on a τ²-shaped prefix tree.
+// FA2 against the WMMA kernels and, on H100/H200, the wgmma ones ("hopper"), on 16k tokens of
+// 4096-token chains and on a τ²-shaped prefix tree.
 // TFLOP/s counts 4·d per visible (query, key) pair and head forward, 10·d backward (the dQ pass's
 // recomputation of S and dP is not counted).
 func BenchmarkAttention(b *testing.B) {
@@ -347,11 +348,7 @@ func BenchmarkAttention(b *testing.B) {
 		for _, p := range tc.mb.Positions {
 			pairs += float64(p) + 1
 		}
-		impls := []string{AttentionFA2, AttentionFA2Det, AttentionWMMA}
-		if info.Hopper {
-			impls = append(impls, AttentionHopper)
-		}
-		for _, impl := range impls {
+		for _, impl := range attentionImpls(info) {
 			b.Run(tc.name+"/"+impl, func(b *testing.B) {
 				var res *attnOutputs
 				for range b.N {

@@ -142,7 +142,7 @@ func Device(dev int) (DeviceInfo, error) {
 	if err := statusErr(C.t2_mem_info(&fr, &tot)); err != nil {
 		return DeviceInfo{}, fmt.Errorf("cuda: device %d: %w", dev, err)
 	}
-	hopper, err := hopperAvailable()
+	hopper, err := hopperAvailable(dev)
 	if err != nil {
 		return DeviceInfo{}, fmt.Errorf("cuda: device %d: %w", dev, err)
 	}

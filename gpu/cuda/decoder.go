@@ -50,7 +50,7 @@ type Decoder struct {
 	pl    paramLayout
 	param dptr // bf16 weights, pl's layout
 	// attImpl runs the attention among a step's own tokens (prefill chunks): T2_ATT_HOPPER where
-	// the device and kernel build allow it (hopperAvailable), else T2_ATT_FA2.
+	// the device and kernel build allow it (DeviceInfo.Hopper), else T2_ATT_FA2.
 	attImpl C.int
 	kc, vc  dptr // K and V caches, [layers][slots][kvdim] bf16
 	ws      decodeWS
@@ -283,10 +283,7 @@ func NewDecoder(w *gpu.Weights, kv gpu.KVCacheSpec) (*Decoder, error) {
 	}
 	d.ctx = ctx
 	d.attImpl = C.T2_ATT_FA2
-	if ok, err := hopperAvailable(); err != nil {
-		_ = d.Close()
-		return nil, fmt.Errorf("cuda: decoder: %w", err)
-	} else if ok {
+	if info.Hopper {
 		d.attImpl = C.T2_ATT_HOPPER // prefill and multi-token steps: the trainer's wgmma forward
 	}
 	var st dptr

@@ -15,8 +15,8 @@
 //	matmul.cu      linear layer GEMMs: bf16 operands, fp32 accumulation, fp32 weight gradients
 //	norm.cu        RMSNorm (+ residual) and per-head q/k RMSNorm + rotate-half RoPE, fwd/bwd
 //	attention.cu   tree attention entry points (mask j ≤ i ≤ SubtreeEnd[j]) and the first, WMMA kernels
-//	attention_fa2.cu  the default FlashAttention-2-style kernels: mma.sync, tiles in registers, cp.async,
-//	               dQ by fp32 atomics (or a deterministic separate pass, Options.Attention)
+//	attention_fa2.cu  the FlashAttention-2-style kernels (the default off Hopper): mma.sync, tiles in
+//	               registers, cp.async, dQ by fp32 atomics (or a deterministic separate pass)
 //	attention_sm90.cu  the Hopper kernels, forward and backward: wgmma (wgmma.cuh) on core-matrix
 //	               tiles, asynchronous products per warpgroup (Options.Attention "hopper", chosen
 //	               by "auto" on H100/H200); tile.cuh: what both attention files share

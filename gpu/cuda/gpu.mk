@@ -13,8 +13,9 @@
 #   make gpu-sampler  bin/tau2-sampler with the CUDA decoder (backend=cuda)
 #
 # Needs nvcc (CUDA ≥ 12.0; sm_90a by default — Hopper's arch-specific features, which the wgmma
-# attention kernels use; GPU_ARCH='-gencode arch=compute_80,code=sm_80' for A100, where those kernels
-# compile to nothing and Options.Attention "auto" picks the FA2 ones) and cuBLAS. Nothing here runs in CI: without the cuda tag no Go file of gpu/cuda uses cgo.
+# attention kernels use; GPU_ARCH='-gencode arch=compute_80,code=sm_80' for A100, where those
+# kernels compile to nothing and Options.Attention "auto" picks the FA2 ones) and cuBLAS. Nothing
+# here runs in CI: without the cuda tag no Go file of gpu/cuda uses cgo.
 
 CUDA_HOME ?= /usr/local/cuda
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo $(CUDA_HOME)/bin/nvcc)

@@ -41,7 +41,7 @@ func NewShard(w *gpu.Weights, opt Options, rank, world int) (*Backend, error) {
 		return nil, fmt.Errorf("cuda: init device %d: %w", opt.Device, err)
 	}
 	b.ctx = ctx
-	if b.opt.Attention, err = resolveAttention(b.opt.Attention); err != nil {
+	if b.opt.Attention, err = resolveAttention(b.opt.Attention, opt.Device); err != nil {
 		b.Close()
 		return nil, err
 	}

@@ -38,13 +38,13 @@ type Options struct {
 	VocabTile int `yaml:"vocab_tile"`
 	// Attention picks the tree-attention kernels: "fa2" (FlashAttention-2 style: mma.sync with the
 	// score and accumulator tiles in registers, cp.async double buffering, dQ accumulated with fp32
-	// atomics; the default), "fa2-deterministic" (the same forward; a backward about a third slower,
+	// atomics), "fa2-deterministic" (the same forward; a backward about a third slower,
 	// with a separate dQ pass recomputing the scores, whose gradients are the same bits on every run)
 	// "wmma" (the first kernels, WMMA with every tile staged through shared memory; slower, kept
 	// as a cross-check and fallback), "hopper" (forward and backward on Hopper's warpgroup MMA,
 	// wgmma, csrc/attention_sm90.cu; dQ by atomics as in "fa2"; H100/H200 and kernels built for
-	// sm_90a only) or "auto" ("hopper" where the device and the kernel build allow it, else "fa2"). All compute
-	// the same function. Empty means "auto".
+	// sm_90a only) or "auto" ("hopper" where the device and the kernel build allow it, else
+	// "fa2"). All compute the same function. Empty means "auto".
 	Attention string `yaml:"attention"`
 }
 

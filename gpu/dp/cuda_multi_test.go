@@ -168,10 +168,12 @@ func stepBoth(t *testing.T, what string, first bool, plain *cuda.Backend, g *Gro
 		// The two runs' weights now differ by rounding (see the tolerances), so the group's summed
 		// gradients are checked against a one-GPU backend built from the group's own bf16 working
 		// weights: the same function of the same weights, only the summation order differs.
-		same := newCUDA(t, weightsOf(t, g.Backends()[0].(gpu.WeightExporter)), 0)
-		forwardBackwardOne(t, same, d)
-		compareGrads(t, what+", one GPU from the group's weights", same, g)
-		same.Close()
+		func() {
+			same := newCUDA(t, weightsOf(t, g.Backends()[0].(gpu.WeightExporter)), 0)
+			defer same.Close()
+			forwardBackwardOne(t, same, d)
+			compareGrads(t, what+", one GPU from the group's weights", same, g)
+		}()
 	}
 	n1, err := plain.Step(testOpt)
 	if err != nil {

@@ -1,6 +1,7 @@
 /*
- * attention_fa2.cu: FlashAttention-2-style tree attention (the default kernels; attention.cu keeps
- * the earlier WMMA kernels, selectable with T2_ATT_WMMA, and dispatches here for T2_ATT_FA2).
+ * attention_fa2.cu: FlashAttention-2-style tree attention (the default kernels off Hopper;
+ * attention.cu keeps the earlier WMMA kernels, selectable with T2_ATT_WMMA, and dispatches here for
+ * T2_ATT_FA2).
  *
  * Same mask, same outputs and the same base-2 lse as attention.cu: key j is visible to query i iff
  * j ≤ i ≤ subtree_end[j]. What differs is where the data lives:
@@ -21,7 +22,7 @@
  *
  * Kernels: forward (4 warps × 32 query rows, 64-key tiles) and dK/dV (8 warps × 16 key rows,
  * 64-query tiles, looping over the query heads of the GQA group). dQ comes one of two ways:
- *   - atomic (T2_ATT_FA2, the default, FlashAttention-2's own scheme): the dK/dV kernel also writes
+ *   - atomic (T2_ATT_FA2, FlashAttention-2's own scheme): the dK/dV kernel also writes
  *     each tile's dSᵀ to shared memory and multiplies it by its K block, adding the 64×d partial dQ
  *     into the fp32 dq with atomics; 5 tile products per (query tile, key block) instead of 7, at
  *     the price of a summation order that varies from run to run;

@@ -104,7 +104,7 @@ t2_status t2_qknorm_rope_bwd(void *dqkv, float *dqw, float *dkw, const float *dq
  * the max subtree_end over each 64-key block, then the min; the max skips key blocks no query of a
  * tile can see, the min finds tiles every query sees whole (no per-element mask).
  * impl picks the kernels: T2_ATT_FA2 (mma.sync fragments in registers, dQ accumulated with fp32
- * atomics; the default), T2_ATT_FA2_DET (the same forward; a backward with a separate dQ pass that
+ * atomics), T2_ATT_FA2_DET (the same forward; a backward with a separate dQ pass that
  * gives the same bits every run), T2_ATT_WMMA (the first kernels, WMMA through shared memory; kept
  * as a reference and fallback; deterministic) or T2_ATT_HOPPER (forward and backward on Hopper's
  * warpgroup MMA, attention_sm90.cu, dQ by atomics; only where t2_attention_sm90_available). */
