@@ -6,7 +6,6 @@
 #pragma once
 #include <cuda_runtime.h>
 #include <stdint.h>
-#include <limits.h>
 
 __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
