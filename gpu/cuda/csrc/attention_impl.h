@@ -15,6 +15,10 @@ t2_status t2_attention_fwd_fa2(void *out, float *lse, const void *q, const void 
 t2_status t2_attention_fwd_sm90(void *out, float *lse, const void *q, const void *k, const void *v, int q_stride,
                                 int k_stride, int v_stride, const int32_t *subtree_end, const int32_t *blockmax,
                                 int n, int nh, int nkv, int d);
+/* attention_sm90_fwd.cu: the warp-specialized TMA forward (DEV: pingpong selects ping-pong scheduling). */
+t2_status t2_attention_fwd_sm90_ws(void *out, float *lse, const void *q, const void *k, const void *v, int q_stride,
+                                   int k_stride, int v_stride, const int32_t *subtree_end, const int32_t *blockmax,
+                                   int n, int nh, int nkv, int d, int pingpong);
 /* attention_sm90.cu: the wgmma backward of T2_ATT_HOPPER: dK, dV and the atomic dQ (dq zeroed here),
  * Di = rowsum(dout∘out) as for t2_attention_bwd_fa2. */
 t2_status t2_attention_bwd_sm90(float *dq, void *dk, int dk_stride, void *dv, int dv_stride, const float *Di,

@@ -36,6 +36,8 @@
 #include "wgmma.cuh"
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 namespace {
 
@@ -83,27 +85,6 @@ __device__ __forceinline__ void qk_product(float s[32], uint32_t q_addr, uint32_
     for (int kk = 0; kk < D / 16; ++kk)
         wg::wgmma_ss_n64(s, wg::desc(q_addr + kk * 256, 128, D * 16), wg::desc(k_addr + kk * 256, 128, D * 16),
                          kk > 0);
-}
-
-/* P (bf16, 4 A fragments of 16 keys) from the softmax'd score accumulator s. */
-__device__ __forceinline__ void pack_p(uint32_t pa[BN / 16][4], const float s[32]) {
-#pragma unroll
-    for (int kc = 0; kc < BN / 16; ++kc) {
-        pa[kc][0] = pack2(s[8 * kc + 0], s[8 * kc + 1]);
-        pa[kc][1] = pack2(s[8 * kc + 2], s[8 * kc + 3]);
-        pa[kc][2] = pack2(s[8 * kc + 4], s[8 * kc + 5]);
-        pa[kc][3] = pack2(s[8 * kc + 6], s[8 * kc + 7]);
-    }
-}
-
-/* wgmma reads its register A operand asynchronously: the registers must keep their values until the
- * wait that retires the product. keep_live makes the compiler treat pa as read and rewritten at the
- * wait, so it neither reuses those registers earlier nor moves the next packing above the wait. */
-__device__ __forceinline__ void keep_live(uint32_t pa[BN / 16][4]) {
-#pragma unroll
-    for (int kc = 0; kc < BN / 16; ++kc)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(pa[kc][e])::"memory");
 }
 
 template <int D>
@@ -563,6 +544,10 @@ extern "C" t2_status t2_attention_sm90_available(int *available) {
 t2_status t2_attention_fwd_sm90(void *out, float *lse, const void *q, const void *k, const void *v, int q_stride,
                                 int k_stride, int v_stride, const int32_t *subtree_end, const int32_t *blockmax,
                                 int n, int nh, int nkv, int d) {
+    const char *dev = getenv("T2_SM90_FWD"); /* DEV: v1 = the cp.async kernel, ws = no ping-pong */
+    if (dev == NULL || strcmp(dev, "v1") != 0)
+        return t2_attention_fwd_sm90_ws(out, lse, q, k, v, q_stride, k_stride, v_stride, subtree_end, blockmax, n, nh,
+                                        nkv, d, dev == NULL || strcmp(dev, "ws") != 0);
     switch (d) {
     case 64: return fwd_d<64>(out, lse, q, k, v, q_stride, k_stride, v_stride, subtree_end, blockmax, n, nh, nkv);
     case 128: return fwd_d<128>(out, lse, q, k, v, q_stride, k_stride, v_stride, subtree_end, blockmax, n, nh, nkv);

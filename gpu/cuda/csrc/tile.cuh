@@ -6,6 +6,7 @@
 #pragma once
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include "vec.cuh"
 
 __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
@@ -24,6 +25,28 @@ __device__ __forceinline__ float shfl_max4(float x) {
 __device__ __forceinline__ float shfl_sum4(float x) {
     x += __shfl_xor_sync(0xffffffffu, x, 1);
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+/* The bf16 A fragments of the next product (NK chunks of 16 columns) from an fp32 accumulator s in
+ * the mma/wgmma C layout: a score tile becomes P, the register operand of P·V. */
+template <int NK> __device__ __forceinline__ void pack_p(uint32_t (&pa)[NK][4], const float *s) {
+#pragma unroll
+    for (int kc = 0; kc < NK; ++kc) {
+        pa[kc][0] = pack2(s[8 * kc + 0], s[8 * kc + 1]);
+        pa[kc][1] = pack2(s[8 * kc + 2], s[8 * kc + 3]);
+        pa[kc][2] = pack2(s[8 * kc + 4], s[8 * kc + 5]);
+        pa[kc][3] = pack2(s[8 * kc + 6], s[8 * kc + 7]);
+    }
+}
+
+/* wgmma reads its register A operand asynchronously: the registers must keep their values until the
+ * wait that retires the product. keep_live makes the compiler treat pa as read and rewritten at the
+ * wait, so it neither reuses those registers earlier nor moves the next packing above the wait. */
+template <int NK> __device__ __forceinline__ void keep_live(uint32_t (&pa)[NK][4]) {
+#pragma unroll
+    for (int kc = 0; kc < NK; ++kc)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(pa[kc][e])::"memory");
 }
 
 /* p[0..3] += v atomically (p 16-byte aligned): one vector reduction on Hopper with CUDA ≥ 13, whose

@@ -42,6 +42,19 @@ __device__ __forceinline__ uint64_t desc(uint32_t addr, uint32_t lbo, uint32_t s
            ((uint64_t)((sbo >> 4) & 0x3FFFu) << 32);
 }
 
+/* desc_sw128 is the matrix descriptor of a tile in the 128-byte-swizzle layout (layout type 1,
+ * bits 62–63), the one TMA writes with CU_TENSOR_MAP_SWIZZLE_128B: rows of 128 bytes, the 16-byte
+ * chunk c of row r stored at chunk c ^ (r mod 8), 8-row atoms of 1024 bytes that must start
+ * 1024-byte aligned. In CUTLASS's terms (T = 8 bf16, units of 16 bytes):
+ *   K-major  ((8,m),(T,2)):((8T,SBO),(1,T)): SBO = bytes between 8-row atoms along M/N, LBO unused;
+ *            a k16 step within the 64-element row is +32 bytes on the start address;
+ *   MN-major ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)): 64 M/N elements per 128-byte row, LBO = bytes
+ *            between 64-element column panels, SBO = bytes between 8-row atoms along K —
+ *            note LBO and SBO swap roles against the no-swizzle MN-major layout. */
+__device__ __forceinline__ uint64_t desc_sw128(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    return desc(addr, lbo, sbo) | (1ull << 62);
+}
+
 #if T2_HAS_WGMMA
 __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -73,6 +86,22 @@ __device__ __forceinline__ void wgmma_ss_n64(float d[32], uint64_t da, uint64_t 
                    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
                    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
                    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(da), "l"(db), "r"(accumulate));
+}
+
+/* d (+)= A·B, m64n128k16: A [64 × 16] and B [128 × 16] both K-major in shared memory
+ * (descriptors); accumulate = 0 overwrites d. */
+__device__ __forceinline__ void wgmma_ss_n128(float d[64], uint64_t da, uint64_t db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
                  : "l"(da), "l"(db), "r"(accumulate));
 }
 
@@ -128,6 +157,7 @@ __device__ __forceinline__ void wgmma_ss_n32_tt(float d[16], uint64_t da, uint64
 #else
 /* Built for another architecture: never called (the host side checks t2_attention_sm90_available). */
 __device__ __forceinline__ void wgmma_ss_n64(float *, uint64_t, uint64_t, int) {}
+__device__ __forceinline__ void wgmma_ss_n128(float *, uint64_t, uint64_t, int) {}
 __device__ __forceinline__ void wgmma_rs_n64_tb(float *, const uint32_t *, uint64_t) {}
 __device__ __forceinline__ void wgmma_rs_n128_tb(float *, const uint32_t *, uint64_t) {}
 __device__ __forceinline__ void wgmma_ss_n64_tt(float *, uint64_t, uint64_t, int) {}
