@@ -29,7 +29,7 @@ if nvcc_works; then
   libdir=$cuda/lib64
   [[ -d $libdir ]] || libdir=/usr/lib/x86_64-linux-gnu
   make -f gpu/cuda/gpu.mk -j"$(nproc)" gpu/cuda/build/libt2cuda.a NVCC="$(command -v nvcc)" >/dev/null
-  g++ -shared -o .devbin/stub/libt2cuda.so gpu/cuda/build/*.o -L"$libdir" -lcublas -lcudart
+  g++ -shared -o .devbin/stub/libt2cuda.so -Wl,--whole-archive gpu/cuda/build/libt2cuda.a -Wl,--no-whole-archive -L"$libdir" -lcublas -lcudart
 else
   # No CUDA here: the binary only needs the t2_* symbols to link (the GPU machine's real library
   # replaces this one at run time), so stub them from the header; cuBLAS and cudart are dropped by

@@ -1,7 +1,7 @@
 /*
- * attention_impl.h: the FlashAttention-2-style kernels of attention_fa2.cu and the Hopper forward of
- * attention_sm90.cu, called by the public t2_attention_fwd / t2_attention_bwd of attention.cu for
- * T2_ATT_FA2, T2_ATT_FA2_DET and T2_ATT_HOPPER. Same arguments as
+ * attention_impl.h: the FlashAttention-2-style kernels of attention_fa2.cu and the Hopper ones of
+ * attention_sm90_fwd.cu and attention_sm90_bwd.cu, called by the public t2_attention_fwd /
+ * t2_attention_bwd of attention.cu for T2_ATT_FA2, T2_ATT_FA2_DET and T2_ATT_HOPPER. Same arguments as
  * those (blockmax holds the per-64-key maxima followed by the minima of subtree_end, see
  * t2_tree_blockmax); Di is rowsum(dout∘out), already computed by t2_attention_bwd.
  */
@@ -11,15 +11,12 @@
 t2_status t2_attention_fwd_fa2(void *out, float *lse, const void *q, const void *k, const void *v, int q_stride,
                                int k_stride, int v_stride, const int32_t *subtree_end, const int32_t *blockmax,
                                int n, int nh, int nkv, int d);
-/* attention_sm90.cu: the wgmma forward of T2_ATT_HOPPER (same arguments as t2_attention_fwd_fa2). */
+/* attention_sm90_fwd.cu: the warp-specialized TMA/wgmma forward of T2_ATT_HOPPER (same arguments as
+ * t2_attention_fwd_fa2). */
 t2_status t2_attention_fwd_sm90(void *out, float *lse, const void *q, const void *k, const void *v, int q_stride,
                                 int k_stride, int v_stride, const int32_t *subtree_end, const int32_t *blockmax,
                                 int n, int nh, int nkv, int d);
-/* attention_sm90_fwd.cu: the warp-specialized TMA forward (DEV: pingpong selects ping-pong scheduling). */
-t2_status t2_attention_fwd_sm90_ws(void *out, float *lse, const void *q, const void *k, const void *v, int q_stride,
-                                   int k_stride, int v_stride, const int32_t *subtree_end, const int32_t *blockmax,
-                                   int n, int nh, int nkv, int d, int pingpong);
-/* attention_sm90.cu: the wgmma backward of T2_ATT_HOPPER: dK, dV and the atomic dQ (dq zeroed here),
+/* attention_sm90_bwd.cu: the wgmma backward of T2_ATT_HOPPER: dK, dV and the atomic dQ (dq zeroed here),
  * Di = rowsum(dout∘out) as for t2_attention_bwd_fa2. */
 t2_status t2_attention_bwd_sm90(float *dq, void *dk, int dk_stride, void *dv, int dv_stride, const float *Di,
                                 const void *dout, const float *lse, const void *q, const void *k, const void *v,

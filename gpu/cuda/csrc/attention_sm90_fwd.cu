@@ -24,7 +24,7 @@
  * tile's "previous P·V" is P = 0 against its own K stage.
  *
  * Built for sm_90a only; elsewhere the kernel body is empty and t2_attention_sm90_available reports 0.
- * defines: t2_attention_fwd_sm90 (declared in attention_impl.h)
+ * defines: t2_attention_sm90_available, t2_attention_fwd_sm90 (declared in attention_impl.h)
  */
 #include "common.cuh"
 #include "attention_impl.h"
@@ -57,7 +57,7 @@ template <int D> struct FwdSmem {
 /* mbarrier indices */
 enum { Q_FULL = 0, K_FULL = 1, K_EMPTY = 1 + STAGES, V_FULL = 1 + 2 * STAGES, V_EMPTY = 1 + 3 * STAGES };
 
-template <int D, bool PINGPONG>
+template <int D>
 __global__ void __launch_bounds__(NT, 1)
     sm90_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                     const __grid_constant__ CUtensorMap tv, bf16 *out, float *lse, const int32_t *send,
@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(NT, 1)
         }
     };
 
-    if (PINGPONG && c == 1) tma::bar_arrive(1, 256); /* warpgroup 0 issues first */
+    if (c == 1) tma::bar_arrive(1, 256); /* warpgroup 0 issues first */
     tma::mbar_wait(bar(Q_FULL), 0);
     const int *ends = reinterpret_cast<const int *>(smem + L::end);
     int st = 0, pst = 0; /* stages of this tile and of the previous one, and their phase parities */
@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(NT, 1)
         if (!first) tma::mbar_wait(bar(V_FULL + pst), pph);
         rescale(); /* the previous tile's, before its P·V (and before S is issued: ptxas otherwise
                       waits for S first, C7517) */
-        if (PINGPONG) tma::bar_sync(1 + c, 256);
+        tma::bar_sync(1 + c, 256);
         wg::fence_operand(s);
         wg::fence_operand(o);
         keep_live(pa);
@@ -201,7 +201,7 @@ __global__ void __launch_bounds__(NT, 1)
         const int k0 = kb * BN, b = 2 * kb;
         const int mn = b + 1 < nb64 ? min(bmin[b], bmin[b + 1]) : -1;
         const bool full = k0 + BN - 1 <= r0 && r1 <= mn && r1 < n;
-        if (PINGPONG && (c == 0 || nkb <= kend)) tma::bar_arrive(2 - c, 256); /* the other warpgroup's turn */
+        if (c == 0 || nkb <= kend) tma::bar_arrive(2 - c, 256); /* the other warpgroup's turn */
         wg::wait<1>(); /* S (committed first); P·V keeps running */
         wg::fence_operand(s);
 
@@ -288,7 +288,7 @@ __global__ void __launch_bounds__(NT, 1)
 #endif
 }
 
-template <int D, bool PINGPONG>
+template <int D>
 t2_status fwd_d(void *out, float *lse, const void *q, const void *k, const void *v, int qs, int ks, int vs,
                 const int32_t *send, const int32_t *bmax, int n, int nh, int nkv) {
     typedef FwdSmem<D> L;
@@ -297,7 +297,7 @@ t2_status fwd_d(void *out, float *lse, const void *q, const void *k, const void 
     if (st.code == 0) st = t2_tmap_rows(&tk, k, D, nkv, n, ks, BN);
     if (st.code == 0) st = t2_tmap_rows(&tv, v, D, nkv, n, vs, BN);
     if (st.code != 0) return st;
-    auto kern = sm90_fwd_kernel<D, PINGPONG>;
+    auto kern = sm90_fwd_kernel<D>;
     T2_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes));
     const dim3 grid(ceil_div(n, BM), nh);
     const float sl2 = (float)(1.4426950408889634 / sqrt((double)D));
@@ -310,15 +310,39 @@ t2_status fwd_d(void *out, float *lse, const void *q, const void *k, const void 
 } // namespace
 #endif
 
-t2_status t2_attention_fwd_sm90_ws(void *out, float *lse, const void *q, const void *k, const void *v, int q_stride,
-                                   int k_stride, int v_stride, const int32_t *subtree_end, const int32_t *blockmax,
-                                   int n, int nh, int nkv, int d, int pingpong) {
+/* Writes 1 when this library's device code was built with wgmma (sm_90a) and runs on this device. */
+__global__ void sm90_probe_kernel(int *ok) { *ok = T2_HAS_WGMMA; }
+
+extern "C" t2_status t2_attention_sm90_available(int *available) {
+    *available = 0;
 #if defined(CUDART_VERSION) && CUDART_VERSION >= 12000
-    switch (d * 2 + (pingpong != 0)) {
-    case 128: return fwd_d<64, false>(out, lse, q, k, v, q_stride, k_stride, v_stride, subtree_end, blockmax, n, nh, nkv);
-    case 129: return fwd_d<64, true>(out, lse, q, k, v, q_stride, k_stride, v_stride, subtree_end, blockmax, n, nh, nkv);
-    case 256: return fwd_d<128, false>(out, lse, q, k, v, q_stride, k_stride, v_stride, subtree_end, blockmax, n, nh, nkv);
-    case 257: return fwd_d<128, true>(out, lse, q, k, v, q_stride, k_stride, v_stride, subtree_end, blockmax, n, nh, nkv);
+    int dev = 0, major = 0;
+    T2_CUDA(cudaGetDevice(&dev));
+    T2_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    if (major != 9) return t2_ok(); /* sm_90a code runs on compute capability 9.0 only */
+    int *flag = NULL;
+    T2_CUDA(cudaMalloc(&flag, sizeof(int)));
+    T2_CUDA(cudaMemset(flag, 0, sizeof(int)));
+    sm90_probe_kernel<<<1, 1>>>(flag);
+    cudaError_t e = cudaGetLastError(); /* no kernel image for this device: not available, not an error */
+    if (e == cudaSuccess) e = cudaMemcpy(available, flag, sizeof(int), cudaMemcpyDeviceToHost);
+    cudaFree(flag);
+    if (e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidDeviceFunction) {
+        *available = 0;
+        return t2_ok();
+    }
+    T2_CUDA(e);
+#endif
+    return t2_ok();
+}
+
+t2_status t2_attention_fwd_sm90(void *out, float *lse, const void *q, const void *k, const void *v, int q_stride,
+                                int k_stride, int v_stride, const int32_t *subtree_end, const int32_t *blockmax,
+                                int n, int nh, int nkv, int d) {
+#if defined(CUDART_VERSION) && CUDART_VERSION >= 12000
+    switch (d) {
+    case 64: return fwd_d<64>(out, lse, q, k, v, q_stride, k_stride, v_stride, subtree_end, blockmax, n, nh, nkv);
+    case 128: return fwd_d<128>(out, lse, q, k, v, q_stride, k_stride, v_stride, subtree_end, blockmax, n, nh, nkv);
     }
 #endif
     return t2_fail(-1, "t2_attention_fwd_sm90(head_dim)", __FILE__, __LINE__, "head_dim must be 64 or 128");
