@@ -19,7 +19,7 @@ var hopperProbed struct {
 	ok map[int]bool
 }
 
-// hopperAvailable reports whether device dev runs the wgmma kernels of csrc/attention_sm90.cu:
+// hopperAvailable reports whether device dev runs the wgmma kernels of csrc/attention_sm90_*.cu:
 // compute capability 9.x and a kernel library built for sm_90a (the Makefile's default GPU_ARCH).
 // The caller holds its OS thread on dev (after t2_init or t2_set_device); dev names the cache
 // entry, the probe itself runs on the thread's current device.

@@ -17,9 +17,10 @@
 //	attention.cu   tree attention entry points (mask j ≤ i ≤ SubtreeEnd[j]) and the first, WMMA kernels
 //	attention_fa2.cu  the FlashAttention-2-style kernels (the default off Hopper): mma.sync, tiles in
 //	               registers, cp.async, dQ by fp32 atomics (or a deterministic separate pass)
-//	attention_sm90.cu  the Hopper kernels, forward and backward: wgmma (wgmma.cuh) on core-matrix
-//	               tiles, asynchronous products per warpgroup (Options.Attention "hopper", chosen
-//	               by "auto" on H100/H200); tile.cuh: what both attention files share
+//	attention_sm90_fwd.cu, attention_sm90_bwd.cu  the Hopper kernels (Options.Attention "hopper",
+//	               chosen by "auto" on H100/H200): warpgroup MMA (wgmma.cuh) on tiles that TMA
+//	               and mbarriers (tma.cuh) bring in; the forward warp-specialized (a producer
+//	               warpgroup, two consumers in ping-pong); tile.cuh: what the attention files share
 //	elementwise.cu embedding, SwiGLU, residual add, conversions (vec.cuh: 16-byte bf16 vectors)
 //	logprob.cu     chunked log-softmax gather + entropy over the vocabulary, and its backward, run
 //	               only on head rows (parents of nodes gpu.MicroBatch.Score marks), gathered densely;

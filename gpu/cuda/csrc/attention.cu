@@ -15,7 +15,7 @@
  * so most steps need only __syncwarp; shared K/V/Q tiles are guarded by __syncthreads.
  *
  * These are the first kernels (T2_ATT_WMMA); attention_fa2.cu holds the FlashAttention-2-style ones
- * (T2_ATT_FA2 and T2_ATT_FA2_DET) and attention_sm90.cu the Hopper ones, forward and backward
+ * (T2_ATT_FA2 and T2_ATT_FA2_DET) and attention_sm90_fwd.cu / attention_sm90_bwd.cu the Hopper ones
  * (T2_ATT_HOPPER), which the public entry points below dispatch to.
  *
  * Backward is split in two deterministic kernels (no atomics): one per key block accumulating dK, dV

@@ -11,17 +11,24 @@
  *     the TMA copies of the Q tile and of each K and V tile (64 head-dim columns × 128 rows per copy,
  *     128-byte swizzled, rows past n zero-filled) and copies the tile's subtree ends with cp.async;
  *     it gives most of its registers to the consumers (setmaxnreg), which need ~200 each.
- *   - K and V tiles rotate through two stages each with full/empty mbarriers. A K stage is released
- *     as soon as S = Q·Kᵀ has been read out of it, a V stage once P·V is done, so the next loads run
- *     a whole tile ahead of the math.
+ *   - K and V tiles rotate through three stages each with full/empty mbarriers. A K stage is
+ *     released once S = Q·Kᵀ and the mask have been read out of it, a V stage once P·V is done, so
+ *     the loads run up to two tiles ahead of the math.
  *   - Consumer warpgroup c owns rows q0 + 64c …: S = Q·Kᵀ as wgmma m64n128 (both operands from
  *     shared memory), O += P·V as m64n{D} with P from registers (the S accumulator repacked in
  *     place), FlashAttention-3's intra-warpgroup overlap (S of this tile and P·V of the previous one
  *     issued together, the softmax waits only for S) and ping-pong scheduling between the two
  *     warpgroups (named barriers order their issues, so one warpgroup's softmax runs while the
  *     other's products occupy the tensor cores).
- * Every product is issued unconditionally (see attention_sm90.cu on ptxas's C7520 / C7515): the first
- * tile's "previous P·V" is P = 0 against its own K stage.
+ *   - The mask costs nothing on tiles every row sees whole (t2_tree_blockmax's minima), and on the
+ *     others it is one pass of selects before the softmax: written per element with && the
+ *     compiler branched around each load of a subtree end, 64 branches per tile, which held this
+ *     kernel at 250 TFLOP/s; so did walking the skipped tiles one global load at a time (a block of
+ *     a late chain skips every tile of the chains before it), now 32 tiles per warp-wide ballot.
+ * Every product is issued unconditionally: ptxas serializes every wgmma of a kernel in which one sits
+ * under a data-dependent branch (its C7520 note) and must see each asynchronous stage opened and
+ * closed within the loop body (C7515). So the first tile's "previous P·V" is P = 0 against its own
+ * K stage (finite values: the product is exactly 0).
  *
  * Built for sm_90a only; elsewhere the kernel body is empty and t2_attention_sm90_available reports 0.
  * defines: t2_attention_sm90_available, t2_attention_fwd_sm90 (declared in attention_impl.h)
@@ -281,7 +288,8 @@ __global__ void __launch_bounds__(NT, 1)
             bf16 *orow = out + (size_t)i * os + h * D + (lane & 3) * 2;
 #pragma unroll
             for (int u = 0; u < D / 8; ++u)
-                *reinterpret_cast<uint32_t *>(orow + u * 8) = pack2(o[4 * u + 2 * hf] * inv, o[4 * u + 2 * hf + 1] * inv);
+                *reinterpret_cast<uint32_t *>(orow + u * 8) =
+                    pack2(o[4 * u + 2 * hf] * inv, o[4 * u + 2 * hf + 1] * inv);
             if ((lane & 3) == 0) lse[(size_t)h * n + i] = m[hf] + log2f(sum);
         }
     }

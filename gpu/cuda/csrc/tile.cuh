@@ -1,5 +1,5 @@
 /*
- * tile.cuh: what the attention kernels (attention_fa2.cu, attention_sm90.cu) share to stage tiles in
+ * tile.cuh: what the attention kernels (attention_fa2.cu, attention_sm90_*.cu) share to stage tiles in
  * shared memory, to reduce across the 4 lanes that hold one row of an mma/wgmma fragment, and to add
  * dQ partials into global memory.
  */
@@ -66,19 +66,24 @@ __device__ __forceinline__ void red_add4(float *p, float4 v) {
  * and lane/4 + 8, columns 8t + 2·(lane%4) + {0, 1} in c[4t…4t+3]) of NT8 8-column tiles into fp32
  * rows base + r·ld (rows r ≥ rows skipped) with 16-byte atomics: lanes l and l^1 trade one pair, so
  * the even lane adds 4 columns of row r and the odd lane 4 of row r + 8, one vector atomic each
- * instead of four scalar ones. */
+ * instead of four scalar ones. The exchanges come first and the atomics after, under one branch and
+ * from one row address (immediate offsets): per-atomic branches made the compiler recompute the
+ * 64-bit address each time, which cost the Hopper backward a quarter of its issue slots. */
 template <int NT8>
 __device__ __forceinline__ void red_add_frag(float *base, size_t ld, int rows, const float *c, int lane) {
     const bool odd = lane & 1;
     const int r = (lane >> 2) + (odd ? 8 : 0);
-    float *row = base + (size_t)r * ld + (lane & 2) * 2;
+    float4 v[NT8];
 #pragma unroll
     for (int t = 0; t < NT8; ++t) {
         const float x = __shfl_xor_sync(0xffffffffu, odd ? c[4 * t] : c[4 * t + 2], 1);
         const float y = __shfl_xor_sync(0xffffffffu, odd ? c[4 * t + 1] : c[4 * t + 3], 1);
-        if (r < rows)
-            red_add4(row + t * 8, odd ? make_float4(x, y, c[4 * t + 2], c[4 * t + 3])
-                                      : make_float4(c[4 * t], c[4 * t + 1], x, y));
+        v[t] = odd ? make_float4(x, y, c[4 * t + 2], c[4 * t + 3]) : make_float4(c[4 * t], c[4 * t + 1], x, y);
+    }
+    if (r < rows) {
+        float *row = base + (size_t)r * ld + (lane & 2) * 2;
+#pragma unroll
+        for (int t = 0; t < NT8; ++t) red_add4(row + t * 8, v[t]);
     }
 }
 

@@ -8,9 +8,10 @@
  * fence_operand() on every accumulator register after a wait, so the compiler does not move reads
  * of the accumulators above the wait (CUTLASS's warpgroup_fence_operand).
  *
- * Shared-memory operands are described by 64-bit matrix descriptors. Everything here uses the
- * no-swizzle ("interleaved") canonical layouts of the PTX ISA: the unit is the core matrix, 8 rows
- * of 16 contiguous bytes (8 bf16) stored as one contiguous 128-byte block.
+ * Shared-memory operands are described by 64-bit matrix descriptors, in one of two of the PTX ISA's
+ * canonical layouts: the no-swizzle ("interleaved") one (desc), whose unit is the core matrix, 8
+ * rows of 16 contiguous bytes (8 bf16) stored as one contiguous 128-byte block, written here by
+ * cp.async; and the 128-byte swizzle (desc_sw128, below), the one TMA writes.
  *   K-major  ((8,m),(8,2k)):((8,SBO),(1,LBO)) in bf16 elements: LBO = bytes between core
  *            matrices adjacent along K, SBO = bytes between core matrices adjacent along M/N;
  *   MN-major ((8,1,m),(8,k)):((1,8,SBO),(8,LBO)): 8 consecutive M/N elements are contiguous, the
