@@ -48,7 +48,9 @@ __device__ __forceinline__ void load_tile(unsigned char *dst, const bf16 *src, i
  *   dV += Pᵀ·dO, dK += dSᵀ·Q  (m64n{D}, A from registers, B = the dO/Q tile read transposed)
  * dSᵀ also goes to shared memory (bf16), then dQ[tile] = dS·K over the block's 128 keys runs as
  * m64n{D/2} per warpgroup (each takes half the columns; A = dS read transposed from dSᵀ, B = the
- * K block read transposed) and is added to the fp32 dq with 16-byte atomics.
+ * K block read transposed). The two warpgroups' dQ halves go to a shared-memory buffer (fp32, 128-byte
+ * swizzled) and one thread adds the whole tile into the fp32 dq with TMA reductions at the next
+ * tile's barrier — the math warps' 16-byte atomics it replaces cost a fifth of the kernel's time.
  * The block's K and V are staged once with cp.async (no-swizzle layout); each query tile's Q and dO
  * arrive by TMA (128-byte swizzled, issued by one thread a tile ahead into the other of two stages)
  * and its lse and Di by cp.async from warp 0, all completing on the stage's mbarrier. */
@@ -61,7 +63,9 @@ template <int D> struct BwdSmem {
     static constexpr size_t q = v + tile_bytes<D>(BK);          /* 2 stages, 1024-byte aligned (swizzle atoms) */
     static constexpr size_t dout = q + 2ull * QB;               /* 2 stages */
     static constexpr size_t ds = dout + 2ull * QB;              /* dSᵀ [BK][BQ] bf16 */
-    static constexpr size_t lse = ds + (size_t)BK * BQ * 2;     /* 2 stages */
+    static constexpr int DQB = BQ * D * 4;                      /* one dQ tile, fp32: D/32 panels of BQ × 128 bytes */
+    static constexpr size_t dq = ds + (size_t)BK * BQ * 2;      /* 2 buffers, 1024-byte aligned */
+    static constexpr size_t lse = dq + 2ull * DQB;              /* 2 stages */
     static constexpr size_t di = lse + 2ull * BQ * 4;           /* 2 stages */
     static constexpr size_t wmax = di + 2ull * BQ * 4;          /* 8 ints */
     static constexpr size_t bar = wmax + 8 * 4;                 /* 2 mbarriers */
@@ -78,13 +82,13 @@ __device__ __forceinline__ uint32_t ds_off(int r, int c) {
 
 template <int D>
 __global__ void __launch_bounds__(256, 1)
-    sm90_bwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tdo, bf16 *dk,
-                    int dks, bf16 *dv, int dvs, float *dq, const float *lse, const float *Di, const bf16 *k,
-                    const bf16 *v, int ks, int vs, const int32_t *send, const int32_t *bmax, int n, int nh,
+    sm90_bwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tdo,
+                    const __grid_constant__ CUtensorMap tdq, bf16 *dk, int dks, bf16 *dv, int dvs, const float *lse,
+                    const float *Di, const bf16 *k, const bf16 *v, int ks, int vs, const int32_t *send, const int32_t *bmax, int n, int nh,
                     int group, float sl2, float scale) {
 #if T2_HAS_WGMMA
     typedef BwdSmem<D> L;
-    constexpr int BK = L::BK, BQ = L::BQ, QB = L::QB, NT = 256, NW = 8;
+    constexpr int BK = L::BK, BQ = L::BQ, QB = L::QB, DQB = L::DQB, NT = 256, NW = 8;
     extern __shared__ unsigned char smem_raw[];
     unsigned char *smem = smem_raw + (((smem_u32(smem_raw) + 1023) & ~1023u) - smem_u32(smem_raw));
     unsigned char *sK = smem + L::k, *sV = smem + L::v, *sQ = smem + L::q, *sdO = smem + L::dout,
@@ -140,15 +144,26 @@ __global__ void __launch_bounds__(256, 1)
     if (hh < group && warp == 0) load_q(hh, qt, 0);
     cp_wait_all(); /* this thread's K/V chunks */
     wg::fence_proxy_async();
-    int st = 0;
+    const uint32_t dqaddr = smem_u32(smem + L::dq);
+    /* thread 0: the tile's dQ, staged in buffer b by both warpgroups, added into dq (D/32 boxes of 32
+     * columns × BQ rows; rows past n are skipped) */
+    auto flush_dq = [&](int b, int h, int q0) {
+#pragma unroll
+        for (int p = 0; p < D / 32; ++p) tma::reduce_add_2d(&tdq, h * D + p * 32, q0, dqaddr + b * DQB + p * BQ * 128);
+        tma::bulk_commit();
+    };
+    int st = 0, prev_h = -1, prev_q0 = 0;
     uint32_t phases = 0; /* bit s: the parity the next wait on stage s's mbarrier waits for */
     while (hh < group) {
         int nhh, nqt;
         kb.after(hh, qt, nhh, nqt);
         tma::mbar_wait(bar0 + 8 * st, (phases >> st) & 1);
         phases ^= 1u << st;
-        __syncthreads(); /* K/V (first tile) visible; every warpgroup is done with the other stage and with dSᵀ */
+        if (threadIdx.x == 0) tma::bulk_wait_read<0>(); /* the reduction from dQ buffer st (two tiles ago) has read it */
+        __syncthreads(); /* K/V (first tile) visible; every warpgroup is done with the other stage, with dSᵀ,
+                            and has staged the previous tile's dQ */
         if (nhh < group && warp == 0) load_q(nhh, nqt, st ^ 1);
+        if (threadIdx.x == 0 && prev_h >= 0) flush_dq(st ^ 1, prev_h, prev_q0);
 
         const int q0 = qt * BQ, q1 = q0 + BQ - 1;
         const uint32_t q_st = qaddr + st * QB, do_st = doaddr + st * QB;
@@ -257,11 +272,26 @@ __global__ void __launch_bounds__(256, 1)
         wg::commit();
         wg::wait<1>(); /* dQ (committed first) */
         wg::fence_operand(acc);
-        {
-            const int h = g * group + hh, r0 = q0 + (warp & 3) * 16;
-            const size_t os = (size_t)nh * D;
-            red_add_frag<D / 16>(dq + (size_t)r0 * os + h * D + wgi * (D / 2), os, n - r0, acc, lane);
+        { /* this warpgroup's dQ half into buffer st, as the TMA reduction reads it: panel p of 32 columns
+             is BQ rows of 128 bytes, 16-byte chunk c of row r stored at chunk c ^ (r mod 8) */
+            const uint32_t buf = dqaddr + st * DQB;
+#pragma unroll
+            for (int t = 0; t < D / 16; ++t) {
+                const int col = wgi * (D / 2) + t * 8 + (lane & 3) * 2; /* within the head */
+                const int p = col >> 5, chunk = (col & 31) >> 2;
+#pragma unroll
+                for (int hf = 0; hf < 2; ++hf) {
+                    const int r = (warp & 3) * 16 + (lane >> 2) + hf * 8;
+                    const uint32_t a = buf + p * BQ * 128 + r * 128 + ((chunk ^ (r & 7)) << 4) + (col & 2) * 4;
+                    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(a), "f"(acc[4 * t + 2 * hf]),
+                                 "f"(acc[4 * t + 2 * hf + 1])
+                                 : "memory");
+                }
+            }
+            wg::fence_proxy_async(); /* visible to the TMA reduction thread 0 issues after the next barrier */
         }
+        prev_h = g * group + hh;
+        prev_q0 = q0;
         wg::wait<0>(); /* dV, dK: pa, da, the stage and dSᵀ are free */
         wg::fence_operand(av);
         wg::fence_operand(ak);
@@ -272,6 +302,13 @@ __global__ void __launch_bounds__(256, 1)
         st ^= 1;
     }
 
+    if (prev_h >= 0) { /* the last tile's dQ */
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            flush_dq(st ^ 1, prev_h, prev_q0);
+            tma::bulk_wait_all<0>();
+        }
+    }
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
         const int j = hf ? kb.jb : kb.ja;
@@ -292,9 +329,10 @@ t2_status bwd_d(float *dq, void *dk, int dks, void *dv, int dvs, const float *Di
                 const void *q, const void *k, const void *v, int qs, int ks, int vs, const int32_t *send,
                 const int32_t *bmax, int n, int nh, int nkv) {
     typedef BwdSmem<D> L;
-    CUtensorMap tq, tdo;
+    CUtensorMap tq, tdo, tdq;
     t2_status st = t2_tmap_rows(&tq, q, D, nh, n, qs, L::BQ);
     if (st.code == 0) st = t2_tmap_rows(&tdo, dout, D, nh, n, nh * D, L::BQ);
+    if (st.code == 0) st = t2_tmap_f32(&tdq, dq, nh * D, n, L::BQ);
     if (st.code != 0) return st;
     const float scale = (float)(1.0 / sqrt((double)D));
     const float sl2 = (float)(1.4426950408889634 / sqrt((double)D));
@@ -302,7 +340,7 @@ t2_status bwd_d(float *dq, void *dk, int dks, void *dv, int dvs, const float *Di
     auto kern = sm90_bwd_kernel<D>;
     T2_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes));
     const dim3 grid(ceil_div(n, L::BK), nkv);
-    kern<<<grid, 256, L::bytes, t2_stream>>>(tq, tdo, (bf16 *)dk, dks, (bf16 *)dv, dvs, dq, lse, Di, (const bf16 *)k,
+    kern<<<grid, 256, L::bytes, t2_stream>>>(tq, tdo, tdq, (bf16 *)dk, dks, (bf16 *)dv, dvs, lse, Di, (const bf16 *)k,
                                              (const bf16 *)v, ks, vs, send, bmax, n, nh, nh / nkv, sl2, scale);
     T2_LAUNCHED("sm90_bwd_kernel");
     return t2_ok();
