@@ -89,14 +89,13 @@ func runAttention(in *attnInputs, impl string, reps int) (res *attnOutputs, err 
 		return p, err
 	}
 	n, qd, kd := in.n, in.nh*in.d, in.nkv*in.d
-	nb := (n + 63) / 64
 	type buf struct {
 		p     *dptr
 		bytes int
 	}
 	var q, k, v, dout, send, bmax, out, lse, dq, dk, dv, di, dqBF dptr
 	for _, b := range []buf{
-		{&q, 2 * n * qd}, {&k, 2 * n * kd}, {&v, 2 * n * kd}, {&dout, 2 * n * qd}, {&send, 4 * n}, {&bmax, 4 * 2 * nb},
+		{&q, 2 * n * qd}, {&k, 2 * n * kd}, {&v, 2 * n * kd}, {&dout, 2 * n * qd}, {&send, 4 * n}, {&bmax, blockmaxBytes(n)},
 		{&out, 2 * n * qd}, {&lse, 4 * n * in.nh}, {&dq, 4 * n * qd}, {&dk, 2 * n * kd}, {&dv, 2 * n * kd}, {&di, 4 * n * in.nh},
 		{&dqBF, 2 * n * qd},
 	} {

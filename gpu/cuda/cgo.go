@@ -76,6 +76,10 @@ func csz(v int) C.size_t     { return C.size_t(v) }
 func f32p(p dptr) *C.float   { return (*C.float)(p) }
 func i32p(p dptr) *C.int32_t { return (*C.int32_t)(p) }
 
+// blockmaxBytes is the size of t2_tree_blockmax's output for n tokens: the per-64-key maxima and
+// minima of the subtree ends and the Hopper kernels' launch orders.
+func blockmaxBytes(n int) int { return int(C.t2_tree_blockmax_bytes(ci(n))) }
+
 // off returns p advanced by n elements of size elem bytes.
 func off(p dptr, n, elem int) dptr { return unsafe.Add(p, n*elem) }
 

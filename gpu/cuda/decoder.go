@@ -186,7 +186,7 @@ func (d *Decoder) ensure(n, items, tbl, rows int) error {
 		w.att, w.a, w.x2, w.gu, w.h = bf(QD), bf(H), bf(H), bf(2*I), bf(I)
 		w.rstd, w.rstdq, w.rstdk, w.lse = f32(1), f32(c.NumAttentionHeads), f32(c.NumKeyValueHeads), f32(c.NumAttentionHeads)
 		w.tokens, w.positions, w.send, w.slots, w.tokInfo = f32(1), f32(1), f32(1), f32(1), f32(3)
-		w.blockmax = g.get(4 * 2 * (capN/64 + 1))
+		w.blockmax = g.get(blockmaxBytes(capN))
 		if g.err != nil {
 			err := g.err
 			_ = g.free()

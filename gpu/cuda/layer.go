@@ -45,7 +45,7 @@ type activations struct {
 	headState        dptr // fused head only: fp32 [chunk, 3], each row's running (max, Σe^(x−max), Σe^(x−max)·x)
 	headDX           dptr // fused head only: fp32 [chunk, H], the chunk's input gradient summed over the tiles
 
-	tokens, positions, send, blockmax dptr // int32; blockmax holds per-64-key max then min of send
+	tokens, positions, send, blockmax dptr // int32; blockmax: t2_tree_blockmax (per-64-key max and min of send, work orders)
 	// The LM head runs only on head rows: nodes that parent a scored node (headPlan), int32.
 	headRow, rowList, rowOf, childOff, childIdx dptr
 	logp, ent, rowLse, rowEnt, dlogp            dptr // fp32 [cap]; rowLse/rowEnt per head row
@@ -121,7 +121,7 @@ func (b *Backend) ensure(n int) error {
 		a.headState, a.headDX = get(4*3*a.chunk), get(4*a.chunk*H)
 	}
 	a.logits = get(2 * a.chunk * logitCols)
-	a.tokens, a.positions, a.send, a.blockmax = f32(1), f32(1), f32(1), get(4*2*(capN/64+1))
+	a.tokens, a.positions, a.send, a.blockmax = f32(1), f32(1), f32(1), get(blockmaxBytes(capN))
 	a.headRow, a.rowList, a.rowOf, a.childOff, a.childIdx = f32(1), f32(1), f32(1), get(4*(capN+1)), f32(1)
 	a.logp, a.ent, a.rowLse, a.rowEnt, a.dlogp = f32(1), f32(1), f32(1), f32(1), f32(1)
 	if err != nil {

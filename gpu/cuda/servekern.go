@@ -48,7 +48,7 @@ func runServeAttention(pr *servAttnProblem) (att, cacheK, cacheV []uint16, err e
 	defer g.free()
 	bufK, bufV := g.get(2*len(pr.cacheK)), g.get(2*len(pr.cacheV))
 	dq, dk, dv, datt := g.get(2*n*QD), g.get(2*n*KVD), g.get(2*n*KVD), g.get(2*n*QD)
-	lse, send, bmax, slots, info := g.get(4*n*c.NumAttentionHeads), g.get(4*n), g.get(8*(n/64+1)), g.get(4*n), g.get(12*n)
+	lse, send, bmax, slots, info := g.get(4*n*c.NumAttentionHeads), g.get(4*n), g.get(blockmaxBytes(n)), g.get(4*n), g.get(12*n)
 	items, tables := g.get(32*nitems), g.get(4*len(p.tables))
 	partO, partLse := g.get(4*nitems*C.T2_PAGED_ROWS*c.HeadDim), g.get(4*nitems*C.T2_PAGED_ROWS)
 	if g.err != nil {

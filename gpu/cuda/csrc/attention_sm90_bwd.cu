@@ -84,8 +84,8 @@ template <int D>
 __global__ void __launch_bounds__(256, 1)
     sm90_bwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tdo,
                     const __grid_constant__ CUtensorMap tdq, bf16 *dk, int dks, bf16 *dv, int dvs, const float *lse,
-                    const float *Di, const bf16 *k, const bf16 *v, int ks, int vs, const int32_t *send, const int32_t *bmax, int n, int nh,
-                    int group, float sl2, float scale) {
+                    const float *Di, const bf16 *k, const bf16 *v, int ks, int vs, const int32_t *send,
+                    const int32_t *bmax, const int32_t *order, int n, int nh, int group, float sl2, float scale) {
 #if T2_HAS_WGMMA
     typedef BwdSmem<D> L;
     constexpr int BK = L::BK, BQ = L::BQ, QB = L::QB, DQB = L::DQB, NT = 256, NW = 8;
@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(256, 1)
     int *sWmax = (int *)(smem + L::wmax);
 
     const int g = blockIdx.y;
-    const int k0 = blockIdx.x * BK;
+    const int k0 = order[blockIdx.x] * BK; /* the keys most queries see first (t2_tree_blockmax) */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wgi = warp >> 2;
     const uint32_t kaddr = smem_u32(sK), vaddr = smem_u32(sV), qaddr = smem_u32(sQ), doaddr = smem_u32(sdO),
                    dsaddr = smem_u32(sdS);
@@ -341,7 +341,9 @@ t2_status bwd_d(float *dq, void *dk, int dks, void *dv, int dvs, const float *Di
     T2_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes));
     const dim3 grid(ceil_div(n, L::BK), nkv);
     kern<<<grid, 256, L::bytes, t2_stream>>>(tq, tdo, tdq, (bf16 *)dk, dks, (bf16 *)dv, dvs, lse, Di, (const bf16 *)k,
-                                             (const bf16 *)v, ks, vs, send, bmax, n, nh, nh / nkv, sl2, scale);
+                                             (const bf16 *)v, ks, vs, send, bmax,
+                                             bmax + 2 * ceil_div(n, 64) + ceil_div(n, L::BK), n, nh, nh / nkv, sl2,
+                                             scale);
     T2_LAUNCHED("sm90_bwd_kernel");
     return t2_ok();
 }

@@ -68,7 +68,8 @@ template <int D>
 __global__ void __launch_bounds__(NT, 1)
     sm90_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                     const __grid_constant__ CUtensorMap tv, bf16 *out, float *lse, const int32_t *send,
-                    const int32_t *bmax, const int32_t *bmin, int n, int nh, int group, float sl2) {
+                    const int32_t *bmax, const int32_t *bmin, const int32_t *order, int n, int nh, int group,
+                    float sl2) {
 #if T2_HAS_WGMMA
     typedef FwdSmem<D> L;
     constexpr int NP = D / 64, TB = L::TB;
@@ -78,7 +79,7 @@ __global__ void __launch_bounds__(NT, 1)
     const uint32_t sQ = base + L::q, sK = base + L::k, sV = base + L::v, sEnd = base + L::end;
     auto bar = [&](int i) { return base + (uint32_t)L::bar + 8u * i; };
 
-    const int qb = gridDim.x - 1 - blockIdx.x; /* the longest rows (most keys) start first */
+    const int qb = order[blockIdx.x]; /* the blocks with the most visible keys first (t2_tree_blockmax) */
     const int h = blockIdx.y, g = h / group;
     const int q0 = qb * BM;
     const int wgi = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
@@ -309,8 +310,9 @@ t2_status fwd_d(void *out, float *lse, const void *q, const void *k, const void 
     T2_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes));
     const dim3 grid(ceil_div(n, BM), nh);
     const float sl2 = (float)(1.4426950408889634 / sqrt((double)D));
-    const int32_t *bmin = bmax + ceil_div(n, 64);
-    kern<<<grid, NT, L::bytes, t2_stream>>>(tq, tk, tv, (bf16 *)out, lse, send, bmax, bmin, n, nh, nh / nkv, sl2);
+    const int32_t *bmin = bmax + ceil_div(n, 64), *order = bmax + 2 * ceil_div(n, 64);
+    kern<<<grid, NT, L::bytes, t2_stream>>>(tq, tk, tv, (bf16 *)out, lse, send, bmax, bmin, order, n, nh, nh / nkv,
+                                            sl2);
     T2_LAUNCHED("sm90_fwd_kernel");
     return t2_ok();
 }

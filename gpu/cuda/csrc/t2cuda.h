@@ -100,9 +100,11 @@ t2_status t2_qknorm_rope_bwd(void *dqkv, float *dqw, float *dkw, const float *dq
 /* ---- attention.cu: flash-style tree attention (mask j ≤ i ≤ subtree_end[j], no N×N matrix) ---- */
 /* q [n, q_stride] (head h at column h·d), k [n, k_stride], v [n, v_stride] (kv head g at g·d);
  * out [n, nh·d] bf16; lse [nh, n] fp32: base-2 log of the softmax denominator of the scores scaled
- * by log2(e)/sqrt(d) (what the backward pass needs). blockmax [2·ceil(n/64)] (t2_tree_blockmax):
- * the max subtree_end over each 64-key block, then the min; the max skips key blocks no query of a
- * tile can see, the min finds tiles every query sees whole (no per-element mask).
+ * by log2(e)/sqrt(d) (what the backward pass needs). blockmax (t2_tree_blockmax, sized by
+ * t2_tree_blockmax_bytes): the max subtree_end over each 64-key block, then the min, then the
+ * Hopper kernels' launch orders of their 128-row blocks (forward, backward; longest first); the
+ * max skips key blocks no query of a tile can see, the min finds tiles every query sees whole (no
+ * per-element mask).
  * impl picks the kernels: T2_ATT_FA2 (mma.sync fragments in registers, dQ accumulated with fp32
  * atomics), T2_ATT_FA2_DET (the same forward; a backward with a separate dQ pass that
  * gives the same bits every run), T2_ATT_WMMA (the first kernels, WMMA through shared memory; kept
@@ -117,6 +119,7 @@ t2_status t2_qknorm_rope_bwd(void *dqkv, float *dqw, float *dkw, const float *dq
  * built for sm_90a (wgmma), else 0. */
 t2_status t2_attention_sm90_available(int *available);
 t2_status t2_tree_blockmax(int32_t *blockmax, const int32_t *subtree_end, int n);
+size_t t2_tree_blockmax_bytes(int n);
 t2_status t2_attention_fwd(void *out, float *lse, const void *q, const void *k, const void *v, int q_stride,
                            int k_stride, int v_stride, const int32_t *subtree_end, const int32_t *blockmax,
                            int n, int nh, int nkv, int d, int impl);
