@@ -196,10 +196,10 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
             for (int t = 0; t < BQ / 8; ++t) {
                 const float2 l2 = *reinterpret_cast<const float2 *>(cLse + t * 8);
-                s[4 * t] = exp2f(fmaf(s[4 * t], sl2, -l2.x));
-                s[4 * t + 1] = exp2f(fmaf(s[4 * t + 1], sl2, -l2.y));
-                s[4 * t + 2] = exp2f(fmaf(s[4 * t + 2], sl2, -l2.x));
-                s[4 * t + 3] = exp2f(fmaf(s[4 * t + 3], sl2, -l2.y));
+                s[4 * t] = fast_exp2(fmaf(s[4 * t], sl2, -l2.x));
+                s[4 * t + 1] = fast_exp2(fmaf(s[4 * t + 1], sl2, -l2.y));
+                s[4 * t + 2] = fast_exp2(fmaf(s[4 * t + 2], sl2, -l2.x));
+                s[4 * t + 3] = fast_exp2(fmaf(s[4 * t + 3], sl2, -l2.y));
             }
         } else { /* the tree mask, as selects before the exponential (no per-element branches) */
 #pragma unroll
@@ -208,10 +208,10 @@ __global__ void __launch_bounds__(256, 1)
                 const int i = q0 + t * 8 + (lane & 3) * 2;
                 const bool a0 = wact & (kb.ja <= i) & (i <= kb.enda), a1 = wact & (kb.ja <= i + 1) & (i + 1 <= kb.enda);
                 const bool b0 = wact & (kb.jb <= i) & (i <= kb.endb), b1 = wact & (kb.jb <= i + 1) & (i + 1 <= kb.endb);
-                s[4 * t] = exp2f(a0 ? fmaf(s[4 * t], sl2, -l2.x) : -INFINITY);
-                s[4 * t + 1] = exp2f(a1 ? fmaf(s[4 * t + 1], sl2, -l2.y) : -INFINITY);
-                s[4 * t + 2] = exp2f(b0 ? fmaf(s[4 * t + 2], sl2, -l2.x) : -INFINITY);
-                s[4 * t + 3] = exp2f(b1 ? fmaf(s[4 * t + 3], sl2, -l2.y) : -INFINITY);
+                s[4 * t] = fast_exp2(a0 ? fmaf(s[4 * t], sl2, -l2.x) : -INFINITY);
+                s[4 * t + 1] = fast_exp2(a1 ? fmaf(s[4 * t + 1], sl2, -l2.y) : -INFINITY);
+                s[4 * t + 2] = fast_exp2(b0 ? fmaf(s[4 * t + 2], sl2, -l2.x) : -INFINITY);
+                s[4 * t + 3] = fast_exp2(b1 ? fmaf(s[4 * t + 3], sl2, -l2.y) : -INFINITY);
             }
         }
         wg::wait<0>(); /* dPᵀ */

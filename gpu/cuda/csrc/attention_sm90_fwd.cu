@@ -240,7 +240,7 @@ __global__ void __launch_bounds__(NT, 1)
             /* scores stay unscaled; the scale folds into one FFMA per element: x·sl2 − m */
             const float mnew = fmaxf(m[hf], shfl_max4(mx) * sl2);
             const float mref = mnew == -INFINITY ? 0.f : mnew; /* a row with nothing visible yet */
-            alpha[hf] = exp2f(m[hf] - mref);
+            alpha[hf] = fast_exp2(m[hf] - mref);
             m[hf] = mnew;
             float sum[2] = {0.f, 0.f};
 #pragma unroll
@@ -248,7 +248,7 @@ __global__ void __launch_bounds__(NT, 1)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     float &x = s[4 * u + 2 * hf + e];
-                    x = exp2f(fmaf(x, sl2, -mref));
+                    x = fast_exp2(fmaf(x, sl2, -mref));
                     sum[e] += x;
                 }
             }
