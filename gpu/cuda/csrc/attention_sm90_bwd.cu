@@ -16,9 +16,9 @@
 #include <math.h>
 #include <stdint.h>
 
+#if defined(CUDART_VERSION) && CUDART_VERSION >= 12000 /* TMA: CUDA 12 */
 namespace {
 
-#if defined(CUDART_VERSION) && CUDART_VERSION >= 12000 /* TMA: CUDA 12 */
 /* Byte size of a rows × D bf16 tile in the core-matrix layout (8-row groups of D/8 core matrices). */
 template <int D> __host__ __device__ constexpr int tile_bytes(int rows) { return rows * D * 2; }
 
@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(256, 1)
         const int q0 = qt * BQ, q1 = q0 + BQ - 1;
         const uint32_t q_st = qaddr + st * QB, do_st = doaddr + st * QB;
         /* Sᵀ and dPᵀ for this warpgroup's 64 keys, issued unconditionally (a warpgroup that sees
-         * nothing of the tile computes it and masks it to zero: see the forward on C7520) */
+         * nothing of the tile computes it and masks it to zero: see attention_sm90_fwd.cu on C7520) */
 #pragma unroll
         for (int i = 0; i < 32; ++i) s[i] = dp[i] = 0.f; /* fresh values: last tile's are dead, not loop-carried */
         wg::fence_operand(s);
