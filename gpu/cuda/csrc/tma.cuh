@@ -3,8 +3,9 @@
  * (no CUTLASS dependency): shared-memory mbarriers with transaction counts, TMA tensor copies
  * (cp.async.bulk.tensor) that complete on an mbarrier, TMA reductions into global memory, cp.async
  * copies that arrive on an mbarrier, and the register reallocation (setmaxnreg) that lets a
- * producer warpgroup hand its registers to the consumers. Device code only where T2_HAS_WGMMA (sm_90a); elsewhere the bodies are empty and the
- * host never launches a kernel that calls them (t2_attention_sm90_available reports 0).
+ * producer warpgroup hand its registers to the consumers. Device code only where T2_HAS_WGMMA
+ * (sm_90a); elsewhere the bodies are empty and the host never launches a kernel that calls them
+ * (t2_attention_sm90_available reports 0).
  *
  * mbarrier phases: a barrier starts in phase 0; it completes a phase when its pending arrival count
  * (the init count) reaches zero and every expected transaction byte has landed, and then starts the
