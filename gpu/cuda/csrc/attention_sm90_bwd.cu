@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(256, 1)
         kb.after(hh, qt, nhh, nqt);
         tma::mbar_wait(bar0 + 8 * st, (phases >> st) & 1);
         phases ^= 1u << st;
-        if (threadIdx.x == 0) tma::bulk_wait_read<0>(); /* the reduction from dQ buffer st (two tiles ago) has read it */
+        if (threadIdx.x == 0) tma::bulk_wait_read<0>(); /* the reduction of dQ buffer st (two tiles ago) read it */
         __syncthreads(); /* K/V (first tile) visible; every warpgroup is done with the other stage, with dSᵀ,
                             and has staged the previous tile's dQ */
         if (nhh < group && warp == 0) load_q(nhh, nqt, st ^ 1);
