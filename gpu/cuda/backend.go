@@ -102,13 +102,7 @@ func New(w *gpu.Weights, opt Options) (*Backend, error) {
 	// on the same thread (see enter).
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	var ctx dptr
-	if err := statusErr(C.t2_init(C.int(opt.Device), &ctx)); err != nil {
-		return nil, fmt.Errorf("cuda: init device %d: %w", opt.Device, err)
-	}
-	b.ctx = ctx
-	if b.opt.Attention, err = resolveAttention(b.opt.Attention, opt.Device); err != nil {
-		b.Close()
+	if err := b.open(); err != nil {
 		return nil, err
 	}
 	if err := b.layout(); err != nil {
@@ -120,6 +114,24 @@ func New(w *gpu.Weights, opt Options) (*Backend, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// open initializes b's device (Options.Device) on the calling thread, which the caller has
+// locked, and resolves Options.Attention to the kernels that device runs; on an error b is closed.
+// New and NewShard start with it.
+func (b *Backend) open() error {
+	var ctx dptr
+	if err := statusErr(C.t2_init(C.int(b.opt.Device), &ctx)); err != nil {
+		return fmt.Errorf("cuda: init device %d: %w", b.opt.Device, err)
+	}
+	b.ctx = ctx
+	impl, err := resolveAttention(b.opt.Attention, b.opt.Device)
+	if err != nil {
+		b.Close()
+		return err
+	}
+	b.opt.Attention = impl
+	return nil
 }
 
 // describe checks the weights and options New and NewShard take and returns the backend's

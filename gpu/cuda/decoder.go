@@ -49,8 +49,8 @@ type Decoder struct {
 	ctx   dptr
 	pl    paramLayout
 	param dptr // bf16 weights, pl's layout
-	// attImpl runs the attention among a step's own tokens (prefill chunks): T2_ATT_HOPPER where
-	// the device and kernel build allow it (DeviceInfo.Hopper), else T2_ATT_FA2.
+	// attImpl runs the attention among a step's own tokens (prefill chunks): the kernels
+	// Options.Attention "auto" picks (resolveAttention), the wgmma ones on H100/H200.
 	attImpl C.int
 	kc, vc  dptr // K and V caches, [layers][slots][kvdim] bf16
 	ws      decodeWS
@@ -282,10 +282,12 @@ func NewDecoder(w *gpu.Weights, kv gpu.KVCacheSpec) (*Decoder, error) {
 		return nil, fmt.Errorf("cuda: decoder: init device %d: %w", d.dev, err)
 	}
 	d.ctx = ctx
-	d.attImpl = C.T2_ATT_FA2
-	if info.Hopper {
-		d.attImpl = C.T2_ATT_HOPPER // prefill and multi-token steps: the trainer's wgmma forward
+	impl, err := resolveAttention(AttentionAuto, d.dev) // the trainer's choice of forward kernels
+	if err != nil {
+		_ = d.Close()
+		return nil, fmt.Errorf("cuda: decoder: %w", err)
 	}
+	d.attImpl = attImplOf(impl)
 	var st dptr
 	if err := statusErr(C.t2_stream_create(&st)); err != nil {
 		_ = d.Close()

@@ -36,13 +36,7 @@ func NewShard(w *gpu.Weights, opt Options, rank, world int) (*Backend, error) {
 	}
 	runtime.LockOSThread() // t2_init selects the device for this thread (see enter)
 	defer runtime.UnlockOSThread()
-	var ctx dptr
-	if err := statusErr(C.t2_init(C.int(opt.Device), &ctx)); err != nil {
-		return nil, fmt.Errorf("cuda: init device %d: %w", opt.Device, err)
-	}
-	b.ctx = ctx
-	if b.opt.Attention, err = resolveAttention(b.opt.Attention, opt.Device); err != nil {
-		b.Close()
+	if err := b.open(); err != nil {
 		return nil, err
 	}
 	b.offs, b.embed, b.norm, b.lmHead, b.layers = pl.offs, pl.embed, pl.norm, pl.lmHead, pl.layers
