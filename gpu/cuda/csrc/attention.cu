@@ -100,8 +100,8 @@ __global__ void blockmax_kernel(int32_t *blockmax, const int32_t *subtree_end, i
 /* Work orders for the Hopper kernels' 128-row blocks, longest first (one block of 1024 threads):
  * a grid runs its blocks roughly in launch order, so a long block launched last is a tail the
  * whole GPU waits for — in a chain the first keys are seen by every later query, the last queries
- * see every earlier key, and launching those first took the backward from 432 to 487 TFLOP/s on
- * 16k tokens of 4,096-token chains. The forward's cost of query block i is the number of 64-key
+ * see every earlier key, and launching those first took the backward from 432 to 483 TFLOP/s on
+ * 16k tokens of 4,096-token chains (H200). The forward's cost of query block i is the number of 64-key
  * blocks some of its rows see; the backward's of key block i the span of queries that may see it.
  * Ties keep index order. More than WORK_MAX blocks: the forward's default order (last rows first)
  * and the backward's (first keys first). */
@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(1024) work_order_kernel(int32_t *order_fwd, in
 }
 
 extern "C" size_t t2_tree_blockmax_bytes(int n) {
-    return sizeof(int32_t) * (2 * (size_t)ceil_div(n, ATT_B) + 2 * (size_t)ceil_div(n, 128));
+    return sizeof(int32_t) * (t2_work_order_at(n, 1) + (size_t)ceil_div(n, 128));
 }
 
 extern "C" t2_status t2_tree_blockmax(int32_t *blockmax, const int32_t *subtree_end, int n) {
@@ -146,8 +146,8 @@ extern "C" t2_status t2_tree_blockmax(int32_t *blockmax, const int32_t *subtree_
     int nb = ceil_div(n, ATT_B);
     blockmax_kernel<<<ceil_div(nb, 128), 128, 0, t2_stream>>>(blockmax, subtree_end, n);
     T2_LAUNCHED("blockmax_kernel");
-    int32_t *order = blockmax + 2 * nb;
-    work_order_kernel<<<1, 1024, 0, t2_stream>>>(order, order + ceil_div(n, 128), blockmax, n);
+    work_order_kernel<<<1, 1024, 0, t2_stream>>>(blockmax + t2_work_order_at(n, 0), blockmax + t2_work_order_at(n, 1),
+                                                 blockmax, n);
     T2_LAUNCHED("work_order_kernel");
     return t2_ok();
 }

@@ -7,6 +7,14 @@
  */
 #pragma once
 #include "t2cuda.h"
+#include <stddef.h>
+
+/* Where t2_tree_blockmax's launch orders start in its output, in int32 elements: after the
+ * ceil(n/64) maxima and as many minima come the forward's order of its ceil(n/128) query blocks
+ * (backward = 0), then the backward's of its key blocks (backward = 1). */
+static inline size_t t2_work_order_at(int n, int backward) {
+    return 2 * (size_t)((n + 63) / 64) + (backward ? (size_t)((n + 127) / 128) : 0);
+}
 
 t2_status t2_attention_fwd_fa2(void *out, float *lse, const void *q, const void *k, const void *v, int q_stride,
                                int k_stride, int v_stride, const int32_t *subtree_end, const int32_t *blockmax,
@@ -16,8 +24,8 @@ t2_status t2_attention_fwd_fa2(void *out, float *lse, const void *q, const void 
 t2_status t2_attention_fwd_sm90(void *out, float *lse, const void *q, const void *k, const void *v, int q_stride,
                                 int k_stride, int v_stride, const int32_t *subtree_end, const int32_t *blockmax,
                                 int n, int nh, int nkv, int d);
-/* attention_sm90_bwd.cu: the wgmma backward of T2_ATT_HOPPER: dK, dV and the atomic dQ (dq zeroed here),
- * Di = rowsum(dout∘out) as for t2_attention_bwd_fa2. */
+/* attention_sm90_bwd.cu: the wgmma backward of T2_ATT_HOPPER: dK, dV and dQ (added into dq by TMA
+ * reductions; dq zeroed here), Di = rowsum(dout∘out) as for t2_attention_bwd_fa2. */
 t2_status t2_attention_bwd_sm90(float *dq, void *dk, int dk_stride, void *dv, int dv_stride, const float *Di,
                                 const void *dout, const float *lse, const void *q, const void *k, const void *v,
                                 int q_stride, int k_stride, int v_stride, const int32_t *subtree_end,

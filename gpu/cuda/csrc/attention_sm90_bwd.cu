@@ -57,6 +57,7 @@ __device__ __forceinline__ void load_tile(unsigned char *dst, const bf16 *src, i
 
 template <int D> struct BwdSmem {
     static constexpr int BK = 128, BQ = 64;
+    static_assert(BK == 128, "t2_tree_blockmax's launch orders count 128-key blocks");
     static constexpr int QB = BQ * D * 2;                       /* one Q or dO tile: D/64 panels of BQ × 128 bytes */
     static constexpr size_t k = 0;
     static constexpr size_t v = k + tile_bytes<D>(BK);
@@ -342,8 +343,7 @@ t2_status bwd_d(float *dq, void *dk, int dks, void *dv, int dvs, const float *Di
     const dim3 grid(ceil_div(n, L::BK), nkv);
     kern<<<grid, 256, L::bytes, t2_stream>>>(tq, tdo, tdq, (bf16 *)dk, dks, (bf16 *)dv, dvs, lse, Di, (const bf16 *)k,
                                              (const bf16 *)v, ks, vs, send, bmax,
-                                             bmax + 2 * ceil_div(n, 64) + ceil_div(n, L::BK), n, nh, nh / nkv, sl2,
-                                             scale);
+                                             bmax + t2_work_order_at(n, 1), n, nh, nh / nkv, sl2, scale);
     T2_LAUNCHED("sm90_bwd_kernel");
     return t2_ok();
 }

@@ -45,6 +45,7 @@
 namespace {
 
 constexpr int BM = 128; /* query rows per block: two consumer warpgroups of 64 */
+static_assert(BM == 128, "t2_tree_blockmax's launch orders count 128-row blocks");
 constexpr int BN = 128; /* keys per tile: two of t2_tree_blockmax's 64-key blocks */
 constexpr int NT = 384; /* the producer warpgroup and two consumers */
 constexpr int STAGES = 3; /* K and V tiles in flight each (3 · 64 KB + Q fits the 227 KB at D = 128) */
@@ -310,7 +311,7 @@ t2_status fwd_d(void *out, float *lse, const void *q, const void *k, const void 
     T2_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes));
     const dim3 grid(ceil_div(n, BM), nh);
     const float sl2 = (float)(1.4426950408889634 / sqrt((double)D));
-    const int32_t *bmin = bmax + ceil_div(n, 64), *order = bmax + 2 * ceil_div(n, 64);
+    const int32_t *bmin = bmax + ceil_div(n, 64), *order = bmax + t2_work_order_at(n, 0);
     kern<<<grid, NT, L::bytes, t2_stream>>>(tq, tk, tv, (bf16 *)out, lse, send, bmax, bmin, order, n, nh, nh / nkv,
                                             sl2);
     T2_LAUNCHED("sm90_fwd_kernel");

@@ -109,8 +109,8 @@ t2_status t2_qknorm_rope_bwd(void *dqkv, float *dqw, float *dkw, const float *dq
  * atomics), T2_ATT_FA2_DET (the same forward; a backward with a separate dQ pass that
  * gives the same bits every run), T2_ATT_WMMA (the first kernels, WMMA through shared memory; kept
  * as a reference and fallback; deterministic) or T2_ATT_HOPPER (forward and backward on Hopper's
- * warpgroup MMA fed by TMA, attention_sm90_fwd.cu / _bwd.cu, dQ by atomics; only where
- * t2_attention_sm90_available). */
+ * warpgroup MMA fed by TMA, attention_sm90_fwd.cu / _bwd.cu, dQ added by TMA reductions; only
+ * where t2_attention_sm90_available). */
 #define T2_ATT_FA2 0
 #define T2_ATT_WMMA 1
 #define T2_ATT_FA2_DET 2
