@@ -37,7 +37,7 @@ type activations struct {
 	dresid, dresidBF dptr // residual-stream gradient, fp32 and a bf16 copy [cap, H]
 	dxn, dh, dgu     dptr // [cap, H], [cap, I], [cap, 2I]
 	datt, dk         dptr // [cap, QD], [cap, KVD]
-	dq               dptr // fp32 [cap, QD]: the attention backward's dQ (the atomic dQ sums in fp32)
+	dq               dptr // fp32 [cap, QD]: the attention backward's dQ (atomics or TMA reductions sum there in fp32)
 	dqBF             dptr // [cap, QD]: the WMMA kernels' bf16 dQ before widening (Options.Attention "wmma" only)
 	dqkv, di         dptr // [cap, QD+2KVD]; fp32 [nh, cap]
 	logits           dptr // bf16 [chunk, V]; with the fused head (Options.VocabTile) one tile, [chunk, min(VocabTile, V)]

@@ -42,9 +42,10 @@ type Options struct {
 	// with a separate dQ pass recomputing the scores, whose gradients are the same bits on every run)
 	// "wmma" (the first kernels, WMMA with every tile staged through shared memory; slower, kept
 	// as a cross-check and fallback), "hopper" (forward and backward on Hopper's warpgroup MMA,
-	// wgmma, fed by TMA, csrc/attention_sm90_*.cu; dQ by atomics as in "fa2"; H100/H200 and
-	// kernels built for sm_90a only) or "auto" ("hopper" where the device and the kernel build allow it, else
-	// "fa2"). All compute the same function. Empty means "auto".
+	// wgmma, fed by TMA, csrc/attention_sm90_*.cu; dQ summed with TMA reductions, in an order
+	// that varies from run to run as "fa2"'s atomics do; H100/H200 and kernels built for sm_90a
+	// only) or "auto" ("hopper" where the device and the kernel build allow it, else "fa2"). All
+	// compute the same function. Empty means "auto".
 	Attention string `yaml:"attention"`
 }
 
