@@ -387,7 +387,7 @@ func (a *Archiver) fileFor(dir string) (*openFile, error) {
 	}
 	now := a.d.Now()
 	a.seq++
-	name := fmt.Sprintf("%s%s-%s-%06d%s", filePrefix, now.UTC().Format("20060102T150405Z"), a.runID, a.seq, fileSuffix)
+	name := dataFileName(now, a.runID, a.seq)
 	f, err := newOpenFile(a.d.FS, a.d.NewSink, a.cfg.DatasetDir, dir, name, now)
 	if err != nil {
 		a.m.Errors.WithLabelValues("write").Inc()

@@ -41,11 +41,22 @@ type SinkFactory func(w io.Writer) (Sink, error)
 // Naming: final files are part-<UTC time>-<run>-<seq>.parquet; the
 // temporary name while writing is "." + final + ".tmp", which every reader
 // (DuckDB globs of *.parquet, the dataset reader, releases) ignores.
+//
+// The time has milliseconds because start-up orders files by name to find
+// the newest (loadRecentIDs): with whole seconds, a run that started in the
+// same second its predecessor wrote its last file sorted by the random run
+// id, so the predecessor's files could pass for the newest ones.
 const (
-	filePrefix = "part-"
-	fileSuffix = ".parquet"
-	tmpSuffix  = ".tmp"
+	fileTimeLayout = "20060102T150405.000Z"
+	filePrefix     = "part-"
+	fileSuffix     = ".parquet"
+	tmpSuffix      = ".tmp"
 )
+
+// dataFileName is the final base name of the seq-th file a run opens at now.
+func dataFileName(now time.Time, run string, seq int) string {
+	return fmt.Sprintf("%s%s-%s-%06d%s", filePrefix, now.UTC().Format(fileTimeLayout), run, seq, fileSuffix)
+}
 
 // IsDataFile reports whether name (a base name) is a finalized data file.
 func IsDataFile(name string) bool {

@@ -1,8 +1,10 @@
 package archiver
 
 import (
+	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -60,13 +62,34 @@ func TestIDSetWindow(t *testing.T) {
 	}
 }
 
+// TestFileNamesSortInOpenOrder: start-up takes the newest files by name, so
+// names must sort as the files were opened, also across runs within one
+// second (a run's random id must not decide; it did with whole seconds).
+func TestFileNamesSortInOpenOrder(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 17, 4, 50, 100e6, time.UTC)
+	opened := []string{
+		dataFileName(t0, "ffffffff", 1),
+		dataFileName(t0, "ffffffff", 2),
+		dataFileName(t0.Add(time.Millisecond), "00000000", 1), // the next run
+		dataFileName(t0.Add(time.Second), "00000000", 2),
+	}
+	if !sort.StringsAreSorted(opened) {
+		t.Fatalf("names do not sort in open order: %q", opened)
+	}
+	for _, n := range opened {
+		if !IsDataFile(n) || isTempFile(n) {
+			t.Fatalf("%q: not recognised as a data file", n)
+		}
+	}
+}
+
 func TestFileNames(t *testing.T) {
 	for name, want := range map[string][2]bool{
-		"part-20261121T101010Z-abcd-000001.parquet":      {true, false},
-		".part-20261121T101010Z-abcd-000001.parquet.tmp": {false, true},
-		"part-x.parquet.tmp":                             {false, false},
-		"notes.parquet":                                  {false, false},
-		".archiver.lock":                                 {false, false},
+		"part-20261121T101010.123Z-abcd-000001.parquet":      {true, false},
+		".part-20261121T101010.123Z-abcd-000001.parquet.tmp": {false, true},
+		"part-x.parquet.tmp":                                 {false, false},
+		"notes.parquet":                                      {false, false},
+		".archiver.lock":                                     {false, false},
 	} {
 		if IsDataFile(name) != want[0] || isTempFile(name) != want[1] {
 			t.Errorf("%s: data %v temp %v, want %v", name, IsDataFile(name), isTempFile(name), want)
