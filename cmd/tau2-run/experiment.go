@@ -183,11 +183,8 @@ func experimentMain(args []string) {
 					}
 				}
 			}
-			dir, err := filepath.Abs(filepath.Join(cfg.Dir, time.Now().UTC().Format("20060102-150405")))
+			dir, err := newRunDir(cfg.Dir, time.Now())
 			if err != nil {
-				return err
-			}
-			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return err
 			}
 			rt.Ready()

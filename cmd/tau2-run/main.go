@@ -128,8 +128,8 @@ func main() {
 		if cfg.ModelConfig, err = filepath.Abs(cfg.ModelConfig); err != nil {
 			return err
 		}
-		dir := filepath.Join(cfg.Dir, time.Now().UTC().Format("20060102-150405"))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		dir, err := newRunDir(cfg.Dir, time.Now())
+		if err != nil {
 			return err
 		}
 		rt.Ready()

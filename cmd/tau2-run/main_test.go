@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"tau2rl/cmd/internal/clitest"
 	"tau2rl/lib/proc"
@@ -166,4 +167,30 @@ func TestMain(m *testing.M) {
 // TestConfigFiles: testdata/config/{good,bad} (see cmd/internal/clitest).
 func TestConfigFiles(t *testing.T) {
 	clitest.ConfigFiles(t, "testdata/config", func() any { c := defaultConfig(); return &c })
+}
+
+// TestNewRunDir: runs started within one second get their own directories.
+func TestNewRunDir(t *testing.T) {
+	parent := filepath.Join(t.TempDir(), "runs")
+	now := time.Date(2026, 11, 27, 17, 30, 5, 0, time.UTC)
+	want := []string{"20261127-173005", "20261127-173005-2", "20261127-173005-3"}
+	for _, w := range want {
+		dir, err := newRunDir(parent, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !filepath.IsAbs(dir) || filepath.Base(dir) != w {
+			t.Fatalf("run directory %q, want an absolute path ending in %s", dir, w)
+		}
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			t.Fatalf("run directory %s not created: %v", dir, err)
+		}
+	}
+	blocker := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newRunDir(blocker, now); err == nil {
+		t.Fatal("a parent that is a file: no error")
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -16,6 +18,28 @@ import (
 func start(dir, bin, name, metricsAddr string, args ...string) (*proc.Proc, error) {
 	return proc.Start(&proc.Spec{Name: name, Bin: bin, Args: args, LogDir: dir,
 		MetricsAddr: metricsAddr, NoMetricsAddr: metricsAddr == ""})
+}
+
+// newRunDir creates a fresh directory for one run under parent, named for
+// now (UTC, to the second). A second run started within the same second gets
+// "-2", "-3", … instead of sharing, and mixing its logs and dataset into, the
+// first one's directory.
+func newRunDir(parent string, now time.Time) (string, error) {
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", fmt.Errorf("run directory: %w", err)
+	}
+	base := filepath.Join(parent, now.UTC().Format("20060102-150405"))
+	dir := base
+	for i := 2; ; i++ {
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			return filepath.Abs(dir)
+		}
+		if !errors.Is(err, fs.ErrExist) || i > 1000 {
+			return "", fmt.Errorf("run directory: %w", err)
+		}
+		dir = fmt.Sprintf("%s-%d", base, i)
+	}
 }
 
 // pipeline holds the running processes of one run.
