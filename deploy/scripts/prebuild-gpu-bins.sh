@@ -37,7 +37,7 @@ EOF
 python3 "$stub/stubgen.py" "$root/gpu/cuda/csrc/t2cuda.h" t2_status > "$stub/t2cuda.c"
 python3 "$stub/stubgen.py" "$root/gpu/collective/nccl/csrc/t2nccl.h" t2n_status > "$stub/t2nccl.c"
 for l in t2cuda t2nccl; do gcc -shared -fPIC -o "$stub/lib$l.so" "$stub/$l.c"; done
-for l in cublas cudart nccl; do echo "" | gcc -shared -fPIC -x c -o "$stub/lib$l.so" -; done
+for l in cublas cublasLt cudart nccl; do echo "" | gcc -shared -fPIC -x c -o "$stub/lib$l.so" -; done
 
 ldflags='-s -w'
 want=" $* "

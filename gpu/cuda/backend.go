@@ -131,6 +131,12 @@ func (b *Backend) open() error {
 		return err
 	}
 	b.opt.Attention = impl
+	if b.opt.GEMM == GEMMTuned {
+		if err := statusErr(C.t2_set_gemm(ctx, C.T2_GEMM_TUNED)); err != nil {
+			b.Close()
+			return fmt.Errorf("cuda: gemm %s: %w", GEMMTuned, err)
+		}
+	}
 	return nil
 }
 

@@ -77,6 +77,7 @@ type benchRecord struct {
 	Recompute     bool    `json:"recompute"`
 	VocabTile     int     `json:"vocab_tile,omitempty"`
 	Attention     string  `json:"attention,omitempty"` // the kernels that ran (Options.Attention, resolved)
+	GEMM          string  `json:"gemm,omitempty"`      // Options.GEMM
 	Note          string  `json:"note,omitempty"`
 	SpeedupVsFlat float64 `json:"speedup_vs_unpacked,omitempty"`
 }
@@ -123,7 +124,8 @@ func trainStep(b *testing.B, be *Backend, mbs []*gpu.MicroBatch, opt gpu.Optimiz
 // MFU count every micro-batch. A vocabTile runs the fused LM head (Options.VocabTile), for its step
 // time and held memory beside the default chunked head's. T2_BENCH_SHAPES (comma-separated
 // sub-benchmark names) narrows the set; T2_BENCH_ATTENTION sets Options.Attention (to compare
-// kernels in one run: the records name the kernels that ran).
+// kernels in one run: the records name the kernels that ran) and T2_BENCH_GEMM Options.GEMM (with
+// "tuned", the algorithms it picked go to the log and $T2_REPORT_DIR/gemm-<name>.txt).
 func BenchmarkTrainStep(b *testing.B) {
 	info, err := Device(0)
 	if err != nil {
@@ -155,6 +157,9 @@ func BenchmarkTrainStep(b *testing.B) {
 			opt.Recompute, opt.VocabTile = tc.recompute, tc.vocabTile
 			if a := os.Getenv("T2_BENCH_ATTENTION"); a != "" {
 				opt.Attention = a
+			}
+			if g := os.Getenv("T2_BENCH_GEMM"); g != "" {
+				opt.GEMM = g
 			}
 			be, err := New(benchWeights(tc.cfg), opt)
 			if err != nil {
@@ -189,15 +194,41 @@ func BenchmarkTrainStep(b *testing.B) {
 				Name: "go/" + tc.name, Device: info.Name, Tokens: tokens, StepMS: el * 1e3,
 				TokensPerSec: float64(tokens) / el, MFU: flops / el / peakBF16,
 				HeldGB: float64(be.HeldBytes()) / 1e9, DeviceUsedGB: float64(d.TotalBytes-d.FreeBytes) / 1e9,
-				Recompute: tc.recompute, VocabTile: tc.vocabTile, Attention: be.opt.Attention,
+				Recompute: tc.recompute, VocabTile: tc.vocabTile, Attention: be.opt.Attention, GEMM: be.opt.GEMM,
 			}
 			b.ReportMetric(r.TokensPerSec, "tok/s")
 			b.ReportMetric(100*r.MFU, "MFU%")
 			b.ReportMetric(r.DeviceUsedGB, "devGB")
 			b.ReportMetric(r.HeldGB, "heldGB")
 			saveRecord(b, r)
+			gemmPlans(b, be, "train-"+tc.name)
 			profileStep(b, be, "train-"+tc.name, func() { trainStep(b, be, mbs, o) })
 		})
+	}
+}
+
+// gemmPlans writes the GEMM algorithms Options.GEMM "tuned" picked (nothing with "cublas") to the
+// log and to $T2_REPORT_DIR/gemm-<name>.txt.
+func gemmPlans(b *testing.B, be *Backend, name string) {
+	rep, err := be.GEMMPlans()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if rep == "" {
+		return
+	}
+	b.Log("GEMM plans (" + name + "):\n" + rep)
+	writeReport(b, "gemm-"+name, rep)
+}
+
+// writeReport writes text to $T2_REPORT_DIR/<name>.txt, the name's slashes and dots made
+// underscores (no report directory: nothing).
+func writeReport(b *testing.B, name, text string) {
+	if dir := os.Getenv("T2_REPORT_DIR"); dir != "" {
+		file := filepath.Join(dir, strings.NewReplacer("/", "_", ".", "_").Replace(name)+".txt")
+		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+			b.Logf("report %s: %v", name, err)
+		}
 	}
 }
 
@@ -398,10 +429,5 @@ func profileStep(b *testing.B, be *Backend, name string, step func()) {
 	}
 	fmt.Fprintf(&sb, "%-40s %6s %10.3f\n", "total", "", total)
 	b.Log("\n" + sb.String())
-	if dir := os.Getenv("T2_REPORT_DIR"); dir != "" {
-		file := filepath.Join(dir, "profile-"+strings.NewReplacer("/", "_", ".", "_").Replace(name)+".txt")
-		if err := os.WriteFile(file, []byte(sb.String()), 0o644); err != nil {
-			b.Logf("profile: %v", err)
-		}
-	}
+	writeReport(b, "profile-"+name, sb.String())
 }

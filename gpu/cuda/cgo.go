@@ -4,7 +4,7 @@ package cuda
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/csrc
-#cgo LDFLAGS: -L${SRCDIR}/build -lt2cuda -lcublas -lcudart -lstdc++ -lm
+#cgo LDFLAGS: -L${SRCDIR}/build -lt2cuda -lcublasLt -lcublas -lcudart -lstdc++ -lm
 #include "t2cuda.h"
 */
 import "C"

@@ -165,9 +165,7 @@ func profileDecode(b *testing.B, d *Decoder, name string, seqs []gpu.ServeSeq) {
 		fmt.Fprintf(&sb, "  %-28s %5d launches/step %8.3f ms/step %5.1f%%\n", o.Op, o.Calls/steps, o.MS/steps, 100*o.MS/total)
 	}
 	b.Log(sb.String())
-	if dir := os.Getenv("T2_REPORT_DIR"); dir != "" {
-		_ = os.WriteFile(filepath.Join(dir, "profile-"+name+".txt"), []byte(sb.String()), 0o644)
-	}
+	writeReport(b, "profile-"+name, sb.String())
 }
 
 // prefillFlops is the forward FLOPs of a one-sequence prefill of t tokens with the LM head on the

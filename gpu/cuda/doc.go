@@ -13,6 +13,8 @@
 //
 //	context.cu     device, memory, copies, cuBLAS handle, events
 //	matmul.cu      linear layer GEMMs: bf16 operands, fp32 accumulation, fp32 weight gradients
+//	gemm.cu        how every GEMM runs (Options.GEMM): cublasGemmEx, or cuBLASLt with the fastest
+//	               of its candidate algorithms timed per shape bucket at first use
 //	norm.cu        RMSNorm (+ residual) and per-head q/k RMSNorm + rotate-half RoPE, fwd/bwd
 //	attention.cu   tree attention entry points (mask j ≤ i ≤ SubtreeEnd[j]) and the first, WMMA kernels
 //	attention_fa2.cu  the FlashAttention-2-style kernels (the default off Hopper): mma.sync, tiles in

@@ -47,7 +47,21 @@ type Options struct {
 	// only) or "auto" ("hopper" where the device and the kernel build allow it, else "fa2"). All
 	// compute the same function. Empty means "auto".
 	Attention string `yaml:"attention"`
+	// GEMM picks how the linear layers' matrix products run: "cublas" (cublasGemmEx: cuBLAS's
+	// heuristic choice for each call, the same algorithm and bits on every run) or "tuned"
+	// (cuBLASLt: at the first product of each shape, up to eight of cuBLASLt's candidate
+	// algorithms are timed on the real operands and the fastest is kept; token counts a few
+	// percent apart share one choice, csrc/gemm.cu). "tuned" costs some milliseconds at each new
+	// shape, about a second over a 1.7B model's first step, and the algorithm it keeps, hence the
+	// summation order and the last bits, may differ between runs. Empty means "cublas".
+	GEMM string `yaml:"gemm"`
 }
+
+// The values of Options.GEMM.
+const (
+	GEMMCublas = "cublas"
+	GEMMTuned  = "tuned"
+)
 
 // The values of Options.Attention.
 const (
@@ -62,10 +76,10 @@ const (
 var attentionNames = []string{AttentionAuto, AttentionFA2, AttentionFA2Det, AttentionWMMA, AttentionHopper}
 
 // DefaultOptions returns device 0, no recomputation, 16384-row logit chunks, the chunked (not
-// vocabulary-tiled) LM head, and "auto" attention kernels (the wgmma forward on H100/H200, FA2
-// elsewhere).
+// vocabulary-tiled) LM head, "auto" attention kernels (the wgmma forward on H100/H200, FA2
+// elsewhere) and cublasGemmEx's own algorithm choices.
 func DefaultOptions() Options {
-	return Options{Device: 0, Recompute: false, LogitChunk: 16384, Attention: AttentionAuto}
+	return Options{Device: 0, Recompute: false, LogitChunk: 16384, Attention: AttentionAuto, GEMM: GEMMCublas}
 }
 
 // Validate reports options the backend cannot run with.
@@ -82,6 +96,9 @@ func (o Options) Validate() error {
 	}
 	if o.Attention != "" && !slices.Contains(attentionNames, o.Attention) {
 		return fmt.Errorf("cuda: options attention %q: want one of %s", o.Attention, strings.Join(attentionNames, ", "))
+	}
+	if o.GEMM != "" && o.GEMM != GEMMCublas && o.GEMM != GEMMTuned {
+		return fmt.Errorf("cuda: options gemm %q: want %s or %s", o.GEMM, GEMMCublas, GEMMTuned)
 	}
 	return nil
 }

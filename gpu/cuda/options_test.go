@@ -6,7 +6,8 @@ import (
 )
 
 // TestOptionsValidate checks which options the backend refuses (no GPU needed: options.go has no
-// build tag): vocab_tile must be 0 or a positive multiple of 8; attention one of the kernel names.
+// build tag): vocab_tile must be 0 or a positive multiple of 8; attention one of the kernel names;
+// gemm cublas or tuned.
 func TestOptionsValidate(t *testing.T) {
 	with := func(f func(*Options)) Options {
 		o := DefaultOptions()
@@ -31,6 +32,9 @@ func TestOptionsValidate(t *testing.T) {
 		{"attention hopper", with(func(o *Options) { o.Attention = AttentionHopper }), ""},
 		{"attention auto", with(func(o *Options) { o.Attention = AttentionAuto }), ""},
 		{"attention unknown", with(func(o *Options) { o.Attention = "fa3" }), `attention "fa3"`},
+		{"gemm tuned", with(func(o *Options) { o.GEMM = GEMMTuned }), ""},
+		{"empty gemm", with(func(o *Options) { o.GEMM = "" }), ""},
+		{"gemm unknown", with(func(o *Options) { o.GEMM = "autotune" }), `gemm "autotune": want cublas or tuned`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.opt.Validate()

@@ -6,7 +6,7 @@
 #   bash gpu/cuda/prebuild-test.sh        # from the project root; writes .devbin/
 #
 # The test binary links the kernels dynamically (libt2cuda.so) and nothing of CUDA itself
-# (--as-needed drops cuBLAS/cudart, which only the kernels use), so the stand-in library built
+# (--as-needed drops cuBLAS(Lt)/cudart, which only the kernels use), so the stand-in library built
 # here against the local CUDA is swapped at run time for the real one that device-check.sh builds
 # on the GPU machine with its own nvcc (DEVBIN=.devbin bash gpu/cuda/device-check.sh ...).
 set -euo pipefail
@@ -29,16 +29,16 @@ if nvcc_works; then
   libdir=$cuda/lib64
   [[ -d $libdir ]] || libdir=/usr/lib/x86_64-linux-gnu
   make -f gpu/cuda/gpu.mk -j"$(nproc)" gpu/cuda/build/libt2cuda.a NVCC="$(command -v nvcc)" >/dev/null
-  g++ -shared -o .devbin/stub/libt2cuda.so -Wl,--whole-archive gpu/cuda/build/libt2cuda.a -Wl,--no-whole-archive -L"$libdir" -lcublas -lcudart
+  g++ -shared -o .devbin/stub/libt2cuda.so -Wl,--whole-archive gpu/cuda/build/libt2cuda.a -Wl,--no-whole-archive -L"$libdir" -lcublasLt -lcublas -lcudart
 else
   # No CUDA here: the binary only needs the t2_* symbols to link (the GPU machine's real library
   # replaces this one at run time), so stub them from the header; cuBLAS and cudart are dropped by
-  # --as-needed, empty stand-ins satisfy -lcublas -lcudart.
+  # --as-needed, empty stand-ins satisfy -lcublasLt -lcublas -lcudart.
   grep -o 't2_[a-z0-9_]*(' gpu/cuda/csrc/t2cuda.h | tr -d '(' | sort -u | grep -vx t2_status |
     awk '{print "void "$1"(void){}"}' > .devbin/stub/stub.c
   gcc -shared -fPIC -o .devbin/stub/libt2cuda.so .devbin/stub/stub.c
   echo 'void t2_no_cuda_(void){}' > .devbin/stub/empty.c
-  for l in cublas cudart; do gcc -shared -fPIC -o .devbin/stub/lib$l.so .devbin/stub/empty.c; done
+  for l in cublas cublasLt cudart; do gcc -shared -fPIC -o .devbin/stub/lib$l.so .devbin/stub/empty.c; done
 fi
 CGO_ENABLED=1 CGO_LDFLAGS="-Wl,--as-needed -L$root/.devbin/stub" \
   go test -tags cuda -c -ldflags='-s -w' -o .devbin/cuda.test ./gpu/cuda/

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"unsafe"
 )
 
 // OpTime is the device time of one kind of operation summed over a profiled run: every layer's
@@ -123,6 +124,22 @@ func (b *Backend) SetProfiling(on bool) error {
 		b.prof = &profiler{totals: map[string]*OpTime{}}
 	}
 	return nil
+}
+
+// GEMMPlans describes the GEMM algorithms Options.GEMM "tuned" has picked so far, one line per
+// shape: its calls, the pick's time and rate against cuBLASLt's first candidate's, and the
+// algorithm's configuration. It is empty with "cublas".
+func (b *Backend) GEMMPlans() (string, error) {
+	if err := b.enter(); err != nil {
+		return "", err
+	}
+	defer b.leave()
+	buf := make([]byte, 1<<16)
+	var n C.int
+	if err := statusErr(C.t2_gemm_report(b.ctx, (*C.char)(unsafe.Pointer(&buf[0])), C.int(len(buf)), &n)); err != nil {
+		return "", fmt.Errorf("cuda: gemm report: %w", err)
+	}
+	return string(buf[:n]), nil
 }
 
 // Profile returns the profiled device time per operation, largest first (nil when profiling is

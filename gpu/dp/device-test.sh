@@ -58,7 +58,7 @@ prebuild)
     gcc -shared -fPIC -o "$stub/lib$lib.so" "$stub/$lib.c"
   done
   echo 'void t2_no_cuda_(void){}' >"$stub/empty.c"
-  for l in cublas cudart nccl; do gcc -shared -fPIC -o "$stub/lib$l.so" "$stub/empty.c"; done
+  for l in cublas cublasLt cudart nccl; do gcc -shared -fPIC -o "$stub/lib$l.so" "$stub/empty.c"; done
   CGO_ENABLED=1 CGO_LDFLAGS="-Wl,--as-needed -L$PWD/$stub" \
     go test -tags cuda -c -ldflags='-s -w' -o .devbin/dp.test ./gpu/dp/
   echo "device-test: .devbin/dp.test ($(du -h .devbin/dp.test | cut -f1)) needs:" \
@@ -71,7 +71,7 @@ libs)
   nccllib=$(dirname "$(ls "$nccl"/lib*/libnccl.so* 2>/dev/null | head -1)")
   mkdir -p .devbin/lib
   make -f gpu/cuda/gpu.mk -j"$(nproc)" gpu/cuda/build/libt2cuda.a
-  g++ -shared -o .devbin/lib/libt2cuda.so -Wl,--whole-archive gpu/cuda/build/libt2cuda.a -Wl,--no-whole-archive -L"$cuda/lib64" -lcublas -lcudart
+  g++ -shared -o .devbin/lib/libt2cuda.so -Wl,--whole-archive gpu/cuda/build/libt2cuda.a -Wl,--no-whole-archive -L"$cuda/lib64" -lcublasLt -lcublas -lcudart
   nvcc -O3 -std=c++17 -Xcompiler -fPIC -shared -I"$nccl/include" gpu/collective/nccl/csrc/t2nccl.cu \
     -o .devbin/lib/libt2nccl.so -L"$nccllib" -l:"$(basename "$(ls "$nccllib"/libnccl.so* | head -1)")" -lcudart
   echo "device-test: libraries built ($(ls .devbin/lib | tr '\n' ' ')); NCCL from $nccllib"

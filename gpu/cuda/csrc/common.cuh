@@ -50,14 +50,26 @@ static inline t2_status t2_fail(int code, const char *call, const char *file, in
         if (!(cond)) return t2_fail(-1, what, __FILE__, __LINE__, "invalid argument");            \
     } while (0)
 
-/* Context owned by one Backend: the cuBLAS handle, its workspace, timing events. */
+struct t2_gemm_state; /* gemm.cu: cuBLASLt handle and tuned plans (T2_GEMM_TUNED only) */
+
+/* Context owned by one Backend: the cuBLAS handle, its workspace, timing events, and the tuned
+ * GEMM plans when t2_set_gemm(T2_GEMM_TUNED) asked for them (NULL: cublasGemmEx). */
 struct t2_ctx {
     int device;
     cublasHandle_t blas;
     void *workspace;
     size_t workspace_bytes;
     cudaEvent_t ev_start, ev_stop;
+    t2_gemm_state *gemm;
 };
+
+/* t2_gemm (gemm.cu): C = op(A)·op(B) + beta·C, column-major as cuBLAS sees it, bf16 A and B, fp32
+ * accumulation, C bf16 (T2_OUT_BF16) or fp32 (T2_OUT_F32); op 1 transposes. Every GEMM of the
+ * library goes through it. t2_gemm_release frees the tuned plans (t2_destroy). */
+enum { T2_OUT_BF16 = 0, T2_OUT_F32 = 1 };
+t2_status t2_gemm(t2_ctx *c, int opa, int opb, int m, int n, int k, const void *a, int lda, const void *b, int ldb,
+                  float beta, void *out, int ctype, int ldc);
+void t2_gemm_release(t2_ctx *c);
 
 static inline int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
 

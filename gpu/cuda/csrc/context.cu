@@ -99,6 +99,7 @@ extern "C" t2_status t2_destroy(void *ctx) {
     T2_CUDA(cudaDeviceSynchronize());
     if (c->ev_start) T2_CUDA(cudaEventDestroy(c->ev_start));
     if (c->ev_stop) T2_CUDA(cudaEventDestroy(c->ev_stop));
+    t2_gemm_release(c);
     T2_CUBLAS(cublasDestroy(c->blas));
     T2_CUDA(cudaFree(c->workspace));
     free(c);

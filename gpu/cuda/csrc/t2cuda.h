@@ -62,6 +62,14 @@ t2_status t2_graph_abort(void *s);
 t2_status t2_graph_launch(void *exec, void *s);
 t2_status t2_graph_destroy(void *exec);
 
+/* ---- gemm.cu: how the GEMMs run (Options.GEMM) ---- */
+#define T2_GEMM_CUBLAS 0 /* cublasGemmEx: cuBLAS's heuristic choice, the same bits every run (default) */
+#define T2_GEMM_TUNED 1  /* cuBLASLt: the fastest of its candidates, timed at each shape's first use */
+t2_status t2_set_gemm(void *ctx, int mode);
+/* t2_gemm_report writes one line per tuned plan (shape, calls, the pick and its time against
+ * cuBLASLt's first candidate, the algorithm's configuration) into buf; *len is the text's length. */
+t2_status t2_gemm_report(void *ctx, char *buf, int cap, int *len);
+
 /* ---- matmul.cu: bf16 GEMMs with fp32 accumulation (cuBLAS) ---- */
 /* y[n,out] = x[n,in] · w[out,in]^T  (bf16 out) */
 t2_status t2_linear_fwd(void *ctx, void *y, const void *x, const void *w, int n, int in, int out);
