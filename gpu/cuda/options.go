@@ -51,9 +51,10 @@ type Options struct {
 	// heuristic choice for each call, the same algorithm and bits on every run) or "tuned"
 	// (cuBLASLt: at the first product of each shape, up to eight of cuBLASLt's candidate
 	// algorithms are timed on the real operands and the fastest is kept; token counts a few
-	// percent apart share one choice, csrc/gemm.cu). "tuned" costs some milliseconds at each new
-	// shape, about a second over a 1.7B model's first step, and the algorithm it keeps, hence the
-	// summation order and the last bits, may differ between runs. Empty means "cublas".
+	// percent apart share one choice, csrc/gemm.cu). Each new shape costs its candidates' trial
+	// runs once per process (up to 32 times the GEMM's own time; the large ones 16), and the
+	// algorithm kept, hence the summation order and the last bits, may differ between runs.
+	// Empty means "cublas".
 	GEMM string `yaml:"gemm"`
 }
 

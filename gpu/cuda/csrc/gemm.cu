@@ -4,8 +4,8 @@
  *   - T2_GEMM_CUBLAS (the default): cublasGemmEx, cuBLAS's own heuristic choice per call; the same
  *     algorithm, hence the same bits, on every run.
  *   - T2_GEMM_TUNED: cuBLASLt. The first time a shape is seen, up to T2_GEMM_CANDIDATES of
- *     cuBLASLt's heuristic candidates are timed on the real operands (one warm-up run and
- *     T2_GEMM_TRIALS timed runs each) and the fastest is kept for the context's lifetime: what
+ *     cuBLASLt's heuristic candidates are timed on the real operands (time_algo: a warm-up and up
+ *     to T2_GEMM_TRIALS timed runs each) and the fastest is kept for the context's lifetime: what
  *     autotuners (CUTLASS's profiler, PyTorch's TunableOp) do, because cuBLAS's first choice is
  *     not always the fastest algorithm on Hopper for a model's fixed shapes.
  *
@@ -35,9 +35,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define T2_GEMM_PLANS 128
+#define T2_GEMM_PLANS 512
 #define T2_GEMM_CANDIDATES 8
 #define T2_GEMM_TRIALS 3
+#define T2_GEMM_LONG_MS 4.f
 #define T2_GEMM_SCRATCH_MAX ((size_t)2 << 30) /* bytes; larger accumulating outputs are not timed */
 
 /* A plan: one shape bucket's cuBLASLt descriptors and the algorithm picked for it. */
@@ -130,18 +131,14 @@ static cublasStatus_t lt_run(t2_ctx *c, t2_gemm_plan *p, const cublasLtMatmulAlg
                           c->workspace, c->workspace_bytes, t2_stream);
 }
 
-/* time_algo returns the mean ms of T2_GEMM_TRIALS runs after one warm-up, or -1 when the algorithm
+/* elapsed runs the algorithm `runs` times between two events and returns the mean ms, or -1 when it
  * fails to launch (some heuristic candidates do on some shapes; they are skipped, not fatal). */
-static float time_algo(t2_ctx *c, t2_gemm_plan *p, const cublasLtMatmulAlgo_t *algo, const void *a, const void *b,
-                       float beta, void *out, cudaEvent_t e0, cudaEvent_t e1) {
-    if (lt_run(c, p, algo, a, b, beta, out) != CUBLAS_STATUS_SUCCESS) {
-        cudaGetLastError(); /* a failed launch must not reach the next kernel's launch check */
-        return -1.f;
-    }
+static float elapsed(t2_ctx *c, t2_gemm_plan *p, const cublasLtMatmulAlgo_t *algo, const void *a, const void *b,
+                     float beta, void *out, int runs, cudaEvent_t e0, cudaEvent_t e1) {
     cudaEventRecord(e0, t2_stream);
-    for (int t = 0; t < T2_GEMM_TRIALS; ++t)
+    for (int t = 0; t < runs; ++t)
         if (lt_run(c, p, algo, a, b, beta, out) != CUBLAS_STATUS_SUCCESS) {
-            cudaGetLastError();
+            cudaGetLastError(); /* a failed launch must not reach the next kernel's launch check */
             return -1.f;
         }
     cudaEventRecord(e1, t2_stream);
@@ -150,7 +147,17 @@ static float time_algo(t2_ctx *c, t2_gemm_plan *p, const cublasLtMatmulAlgo_t *a
         cudaGetLastError();
         return -1.f;
     }
-    return ms / T2_GEMM_TRIALS;
+    return ms / runs;
+}
+
+/* time_algo is an algorithm's ms per run: one warm-up (which also loads its kernel), then the mean
+ * of T2_GEMM_TRIALS runs, or of one where the warm-up took over T2_GEMM_LONG_MS (the LM head's
+ * GEMMs: their run-to-run spread is far below the differences between candidates). */
+static float time_algo(t2_ctx *c, t2_gemm_plan *p, const cublasLtMatmulAlgo_t *algo, const void *a, const void *b,
+                       float beta, void *out, cudaEvent_t e0, cudaEvent_t e1) {
+    const float warm = elapsed(c, p, algo, a, b, beta, out, 1, e0, e1);
+    if (warm < 0.f) return -1.f;
+    return elapsed(c, p, algo, a, b, beta, out, warm > T2_GEMM_LONG_MS ? 1 : T2_GEMM_TRIALS, e0, e1);
 }
 
 /* tune fills a new plan's algorithm: cuBLASLt's candidates timed, the fastest kept. */
