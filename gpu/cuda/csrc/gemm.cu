@@ -64,13 +64,6 @@ struct t2_gemm_state {
     struct t2_gemm_plan plans[T2_GEMM_PLANS];
 };
 
-#define T2_LT(call)                                                                                \
-    do {                                                                                           \
-        cublasStatus_t e_ = (call);                                                                \
-        if (e_ != CUBLAS_STATUS_SUCCESS)                                                           \
-            return t2_fail((int)e_ + 10000, #call, __FILE__, __LINE__, cublasGetStatusString(e_)); \
-    } while (0)
-
 /* bucket rounds x up to the next of four steps per octave (x, 1.25x, 1.5x, 1.75x of a power of
  * two), so that token counts a few percent apart share a plan while model widths stay exact. */
 static int bucket(int x) {
@@ -94,14 +87,14 @@ static cudaDataType_t ctype_of(int ctype) { return ctype == T2_OUT_F32 ? CUDA_R_
 /* set_layout points a layout at an exact (rows, cols, ld), creating it on first use. */
 static t2_status set_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int rows, int cols, int ld) {
     if (*l == NULL) {
-        T2_LT(cublasLtMatrixLayoutCreate(l, t, rows, cols, ld));
+        T2_CUBLAS(cublasLtMatrixLayoutCreate(l, t, rows, cols, ld));
         return t2_ok();
     }
     uint64_t r = (uint64_t)rows, c = (uint64_t)cols;
     int64_t l64 = ld;
-    T2_LT(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_ROWS, &r, sizeof(r)));
-    T2_LT(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_COLS, &c, sizeof(c)));
-    T2_LT(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_LD, &l64, sizeof(l64)));
+    T2_CUBLAS(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_ROWS, &r, sizeof(r)));
+    T2_CUBLAS(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_COLS, &c, sizeof(c)));
+    T2_CUBLAS(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_LD, &l64, sizeof(l64)));
     return t2_ok();
 }
 
@@ -164,7 +157,7 @@ static float time_algo(t2_ctx *c, t2_gemm_plan *p, const cublasLtMatmulAlgo_t *a
 static t2_status tune(t2_ctx *c, t2_gemm_plan *p, const void *a, const void *b, float beta, void *out) {
     p->tm = p->m, p->tn = p->n, p->tk = p->k;
     cublasLtMatmulPreference_t pref = NULL;
-    T2_LT(cublasLtMatmulPreferenceCreate(&pref));
+    T2_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
     cublasLtMatmulHeuristicResult_t res[T2_GEMM_CANDIDATES];
     int nres = 0;
     cublasStatus_t hs = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -257,11 +250,11 @@ static t2_status find(t2_ctx *c, t2_gemm_plan **out, int opa, int opb, int ctype
     memset(p, 0, sizeof(*p));
     p->opa = opa, p->opb = opb, p->ctype = ctype, p->accum = accum, p->bm = bm, p->bn = bn, p->bk = bk;
     p->aa = aa, p->ab = ab, p->ac = ac;
-    T2_LT(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    T2_CUBLAS(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     g->nplans++; /* owns desc from here: t2_gemm_release destroys it */
     const cublasOperation_t ta = opa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = opb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    T2_LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    T2_LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    T2_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    T2_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
     t2_status s = shape(p, m, n, k, lda, ldb, ldc);
     if (s.code) return s;
     if ((s = tune(c, p, a, b, beta, dst)).code) return s;
@@ -277,7 +270,7 @@ t2_status t2_gemm(t2_ctx *c, int opa, int opb, int m, int n, int k, const void *
     if (s.code) return s;
     if (p == NULL || !p->usable || !p->shape_ok) return gemm_ex(c, opa, opb, m, n, k, a, lda, b, ldb, beta, out, ctype, ldc);
     p->calls++;
-    T2_LT(lt_run(c, p, &p->algo, a, b, beta, out));
+    T2_CUBLAS(lt_run(c, p, &p->algo, a, b, beta, out));
     return t2_ok();
 }
 
