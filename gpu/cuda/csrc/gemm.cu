@@ -64,8 +64,9 @@ struct t2_gemm_state {
     struct t2_gemm_plan plans[T2_GEMM_PLANS];
 };
 
-/* bucket rounds x up to the next of four steps per octave (x, 1.25x, 1.5x, 1.75x of a power of
- * two), so that token counts a few percent apart share a plan while model widths stay exact. */
+/* bucket rounds x up to the next of four steps per octave (p, 1.25p, 1.5p, 1.75p, 2p, where p is
+ * the power of two at or below x), so token counts a few percent apart share a plan; Qwen3's
+ * widths (2048, 4096, 6144, 12288…) are such steps themselves. */
 static int bucket(int x) {
     if (x <= 64) return x;
     int p = 1;
