@@ -48,7 +48,7 @@ struct t2_gemm_plan {
     int aa, ab, ac;               /* key: the operands' alignments in bytes (≤ 256) */
     int m, n, k, lda, ldb, ldc;   /* the exact shape the layouts describe now */
     int tm, tn, tk;               /* the shape the algorithm was picked on */
-    int usable;                   /* 0: cuBLASLt had no algorithm; run cublasGemmEx */
+    int usable;                   /* 0: cuBLASLt had no algorithm, or none ran: cublasGemmEx */
     int shape_ok;                 /* the algorithm accepts the current exact shape */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
@@ -69,10 +69,10 @@ struct t2_gemm_state {
  * widths (2048, 4096, 6144, 12288…) are such steps themselves. */
 static int bucket(int x) {
     if (x <= 64) return x;
-    int p = 1;
+    long p = 1;
     while (p * 2 <= x) p *= 2;
-    const int step = p / 4;
-    return (int)(((long)x + step - 1) / step * step);
+    const long step = p / 4;
+    return (int)((x + step - 1) / step * step);
 }
 
 /* align_of is the largest power of two ≤ 256 dividing p's address. */
