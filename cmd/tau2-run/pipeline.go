@@ -118,7 +118,9 @@ func (p *pipeline) startAll(ctx context.Context) error {
 		{"archiver", "tau2-archiver", m[2], &p.archiver, []string{
 			brokers, "dataset_dir=" + p.dataset, "roll.max_age=5s"}},
 		{"trainer", "tau2-trainer", m[3], &p.trainer, []string{
-			brokers, "checkpoint.dir=" + p.checkpoints,
+			// max_steps: the trainer stops on its own at the target instead of starting a step
+			// that SIGTERM would then have to wait for (tens of seconds on the pure-Go backend).
+			brokers, "checkpoint.dir=" + p.checkpoints, fmt.Sprintf("max_steps=%d", c.Steps),
 			fmt.Sprintf("batch_size=%d", c.BatchSize), fmt.Sprintf("group.group_size=%d", c.GroupSize),
 			fmt.Sprintf("admission.tasks=[{domain: %s, split: %s}]", c.Domain, c.Split),
 			"model.config=" + c.ModelConfig, "data_dir=" + c.DataDir,
@@ -158,7 +160,12 @@ func (p *pipeline) watch(ctx context.Context, started time.Time) error {
 		case <-tick.C:
 		}
 		for _, q := range p.procs {
-			if ok, err := q.Exited(); ok {
+			ok, err := q.Exited()
+			switch {
+			case ok && q == p.trainer && err == nil: // max_steps reached: it checkpointed and stopped
+				fmt.Printf("[%5.0fs] trainer took its %d steps and stopped\n", time.Since(started).Seconds(), p.cfg.Steps)
+				return nil
+			case ok:
 				return fmt.Errorf("%s exited unexpectedly (%v); last lines of %s:\n%s", q.Name, err, q.LogPath, q.Tail(20))
 			}
 		}
