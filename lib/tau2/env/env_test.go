@@ -277,6 +277,11 @@ func TestToJSONStr(t *testing.T) {
 
 func TestRegistry(t *testing.T) {
 	Register("test-domain", func(o Options) (*Environment, error) { return &Environment{Domain: "test-domain"}, nil })
+	t.Cleanup(func() { // so that -count=N registers it afresh
+		regMu.Lock()
+		delete(registry, "test-domain")
+		regMu.Unlock()
+	})
 	e, err := New("test-domain", Options{})
 	if err != nil || e.Domain != "test-domain" {
 		t.Fatal(e, err)
@@ -292,7 +297,12 @@ func TestRegistry(t *testing.T) {
 	Register("test-domain", nil)
 }
 
+// loadOnceRuns gives each run of TestLoadOnce its own cache key: LoadOnce caches per process, so
+// a fixed key would be loaded already when go test -count=N runs the test again.
+var loadOnceRuns atomic.Int32
+
 func TestLoadOnce(t *testing.T) {
+	key := fmt.Sprintf("test-load-once-%d", loadOnceRuns.Add(1))
 	var calls atomic.Int32
 	load := func() (int, error) {
 		if calls.Add(1) == 1 {
@@ -300,11 +310,11 @@ func TestLoadOnce(t *testing.T) {
 		}
 		return 42, nil
 	}
-	if _, err := LoadOnce("k", load); err == nil {
+	if _, err := LoadOnce(key, load); err == nil {
 		t.Fatal("error not returned")
 	}
 	for range 3 {
-		if v, err := LoadOnce("k", load); err != nil || v != 42 {
+		if v, err := LoadOnce(key, load); err != nil || v != 42 {
 			t.Fatal(v, err)
 		}
 	}
