@@ -7,7 +7,12 @@
 //     requests for one task may be in flight).
 //   - Redelivered duplicates are ignored by trajectory id (at-least-once delivery). The id set is
 //     bounded: it remembers at least DedupeCapacity ids.
-//   - Infrastructure errors never enter a group; they are counted.
+//   - Episodes that cannot be trained on (status infra_error or not_evaluated) never become
+//     members, but they count toward their group's Size: a producer runs a request's episodes
+//     once and publishes them together, so they will not be replaced, and waiting for Size
+//     trainable members held such a group until Timeout (with retail's ungraded NL-assertion
+//     tasks, most groups). A group completed this way is Partial; the caller trains it only
+//     with at least MinSize members.
 //   - Samples whose oldest token is more than max_head_offpolicyness versions behind the trainer
 //     are dropped and counted (Stale).
 //   - A group still incomplete Timeout after its first member arrived is either dropped or used
@@ -82,7 +87,11 @@ type Group struct {
 	Members []Member
 	// First is when the first member arrived.
 	First time.Time
-	// Partial is set when the group was released by timeout with fewer than Size members.
+	// Excluded counts the group's episodes that arrived but cannot be trained on (status
+	// infra_error or not_evaluated).
+	Excluded int
+	// Partial is set when the group was released with fewer than Size members: by timeout, or
+	// complete with Excluded episodes.
 	Partial bool
 }
 
@@ -96,7 +105,8 @@ type Verdict int
 const (
 	Accepted   Verdict = iota // joined a group
 	Duplicate                 // id already seen
-	InfraError                // status infra_error: never trained
+	InfraError                // status infra_error: never trained; counts toward its group's size
+	NotEvaluated              // status not_evaluated (no reward): the same
 	Stale                     // older than max_head_offpolicyness allows
 )
 
@@ -109,6 +119,8 @@ func (v Verdict) String() string {
 		return "duplicate"
 	case InfraError:
 		return "infra_error"
+	case NotEvaluated:
+		return "not_evaluated"
 	case Stale:
 		return "stale"
 	}
@@ -147,7 +159,9 @@ func (g *Grouper) Remember(ids ...string) {
 	}
 }
 
-// Add offers m. It returns the completed group when m completes one, and the verdict for m.
+// Add offers m. It returns the completed group when m completes one, and the verdict for m. A
+// group completed by an excluded episode may hold fewer than MinSize members, even none: the
+// caller drops it then.
 // version is the trainer's current policy version and maxOff max_head_offpolicyness (< 0
 // disables the staleness check).
 func (g *Grouper) Add(m Member, now time.Time, version, maxOff int64) (*Group, Verdict) {
@@ -157,11 +171,25 @@ func (g *Grouper) Add(m Member, now time.Time, version, maxOff int64) (*Group, V
 	}
 	g.seen.add(t.ID)
 	if t.Status != schemas.StatusOK {
-		return nil, InfraError
+		grp := g.openGroup(t, now)
+		grp.Excluded++
+		v := InfraError
+		if t.Status == schemas.StatusNotEvaluated {
+			v = NotEvaluated
+		}
+		return g.completeIfFull(grp), v
 	}
 	if maxOff >= 0 && IsStale(t, version, maxOff) {
 		return nil, Stale
 	}
+	grp := g.openGroup(t, now)
+	grp.Members = append(grp.Members, m)
+	g.pending++
+	return g.completeIfFull(grp), Accepted
+}
+
+// openGroup returns the open group of t's key, starting one at now if there is none.
+func (g *Grouper) openGroup(t *schemas.Trajectory, now time.Time) *Group {
 	key := Key(t)
 	grp := g.open[key]
 	if grp == nil {
@@ -169,13 +197,17 @@ func (g *Grouper) Add(m Member, now time.Time, version, maxOff int64) (*Group, V
 		g.open[key] = grp
 		g.order = append(g.order, key)
 	}
-	grp.Members = append(grp.Members, m)
-	g.pending++
-	if len(grp.Members) < g.cfg.Size {
-		return nil, Accepted
+	return grp
+}
+
+// completeIfFull closes grp and returns it once its members and excluded episodes reach Size.
+func (g *Grouper) completeIfFull(grp *Group) *Group {
+	if len(grp.Members)+grp.Excluded < g.cfg.Size {
+		return nil
 	}
-	g.close(key)
-	return grp, Accepted
+	g.close(grp.Key)
+	grp.Partial = len(grp.Members) < g.cfg.Size
+	return grp
 }
 
 func (g *Grouper) close(key string) {

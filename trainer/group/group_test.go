@@ -20,6 +20,9 @@ func traj(id, domain, task string, version int64, status schemas.Status) *schema
 
 func ok(id, task string) *schemas.Trajectory { return traj(id, "airline", task, 3, schemas.StatusOK) }
 
+// TestAddCompletesGroups: Size episodes of one task (domain + task id) complete a group; episodes
+// that cannot be trained on (infra_error, not_evaluated) are not members but count toward Size,
+// completing the group as Partial instead of leaving it to wait for Timeout.
 func TestAddCompletesGroups(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Size = 3
@@ -28,41 +31,56 @@ func TestAddCompletesGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Unix(0, 0)
+	notEvaluated := func(id string) *schemas.Trajectory {
+		tr := traj(id, "airline", "1", 3, schemas.StatusNotEvaluated)
+		tr.Error = "no NL-assertion judge"
+		return tr
+	}
 	type step struct {
 		tr       *schemas.Trajectory
 		verdict  Verdict
 		complete []string // member ids of a completed group
+		excluded int      // its excluded episodes
 	}
 	steps := []step{
-		{ok("a1", "1"), Accepted, nil},
-		{ok("b1", "2"), Accepted, nil},
-		{ok("a1", "1"), Duplicate, nil},
-		{traj("a2", "airline", "1", 3, schemas.StatusInfraError), InfraError, nil},
-		{traj("r1", "retail", "1", 3, schemas.StatusOK), Accepted, nil}, // same task id, other domain
-		{ok("a3", "1"), Accepted, nil},
-		{ok("a4", "1"), Accepted, []string{"a1", "a3", "a4"}},
-		{ok("a5", "1"), Accepted, nil}, // starts the next group of task 1
-		{traj("old", "airline", "1", 1, schemas.StatusOK), Stale, nil},
+		{ok("a1", "1"), Accepted, nil, 0},
+		{ok("b1", "2"), Accepted, nil, 0},
+		{ok("a1", "1"), Duplicate, nil, 0},
+		{traj("a2", "airline", "1", 3, schemas.StatusInfraError), InfraError, nil, 0},
+		{traj("r1", "retail", "1", 3, schemas.StatusOK), Accepted, nil, 0}, // same task id, other domain
+		{ok("a3", "1"), Accepted, []string{"a1", "a3"}, 1},                 // a1, a2 (excluded), a3
+		{ok("a4", "1"), Accepted, nil, 0},                                  // starts the next group of task 1
+		{ok("a5", "1"), Accepted, nil, 0},
+		{ok("a6", "1"), Accepted, []string{"a4", "a5", "a6"}, 0},
+		{notEvaluated("a7"), NotEvaluated, nil, 0},
+		{notEvaluated("a8"), NotEvaluated, nil, 0},
+		{traj("a9", "airline", "1", 3, schemas.StatusInfraError), InfraError, []string{}, 3}, // none trainable
+		{ok("a10", "1"), Accepted, nil, 0},
+		{traj("old", "airline", "1", 1, schemas.StatusOK), Stale, nil, 0},
 	}
 	for i, s := range steps {
 		grp, v := g.Add(Member{Traj: s.tr, Handle: uint64(i)}, now, 4, 2)
 		if v != s.verdict {
 			t.Fatalf("step %d (%s): verdict %v, want %v", i, s.tr.ID, v, s.verdict)
 		}
-		var ids []string
-		if grp != nil {
-			for _, m := range grp.Members {
-				ids = append(ids, m.Traj.ID)
-			}
-			if grp.Key != "airline/1" || grp.Partial {
-				t.Fatalf("group %+v", grp)
-			}
+		if (grp != nil) != (s.complete != nil) {
+			t.Fatalf("step %d (%s): completed %+v, want members %v", i, s.tr.ID, grp, s.complete)
 		}
-		if fmt.Sprint(ids) != fmt.Sprint(s.complete) {
-			t.Fatalf("step %d: completed %v, want %v", i, ids, s.complete)
+		if grp == nil {
+			continue
+		}
+		ids := []string{}
+		for _, m := range grp.Members {
+			ids = append(ids, m.Traj.ID)
+		}
+		if fmt.Sprint(ids) != fmt.Sprint(s.complete) || grp.Excluded != s.excluded {
+			t.Fatalf("step %d: completed %v with %d excluded, want %v with %d", i, ids, grp.Excluded, s.complete, s.excluded)
+		}
+		if grp.Key != "airline/1" || grp.Partial != (len(ids) < cfg.Size) {
+			t.Fatalf("step %d: group %+v", i, grp)
 		}
 	}
-	if g.Pending() != 3 || g.OpenGroups() != 3 { // b1, r1, a5
+	if g.Pending() != 3 || g.OpenGroups() != 3 { // b1, r1, a10
 		t.Fatalf("pending %d open %d", g.Pending(), g.OpenGroups())
 	}
 	if n := len(g.PendingMembers()); n != 3 {

@@ -34,7 +34,7 @@ type Metrics struct {
 	Episodes         *prometheus.CounterVec // domain: episodes trained
 	Trajectories     *prometheus.CounterVec // verdict: accepted, duplicate, infra_error, stale, resumed
 	StaleDropped     prometheus.Counter
-	Groups           *prometheus.CounterVec // outcome: ready, trained, filtered_<reason>, timeout_partial, timeout_dropped, pruned
+	Groups           *prometheus.CounterVec // outcome: ready, trained, filtered_<reason>, timeout_partial, timeout_dropped, too_few_trainable, pruned
 	PendingGroups    prometheus.Gauge
 	ReadyGroups      prometheus.Gauge
 	Messages         prometheus.Counter

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"tau2rl/gpu"
 	"tau2rl/gpu/cpu"
 	"tau2rl/schemas"
@@ -360,5 +362,63 @@ func TestTrainerSaysWhyItWaits(t *testing.T) {
 	}
 	if tr.Step() != 0 {
 		t.Fatalf("took %d steps on filtered groups", tr.Step())
+	}
+}
+
+// TestUngradedEpisodesCompleteTheirGroup: a request's episodes that cannot be trained on
+// (not_evaluated: retail tasks without an NL-assertion judge; infra_error) complete their group
+// with the others instead of leaving it open until group.timeout (an hour here; the default 15
+// minutes stalled `make run RUN_ARGS=domain=retail`). A group left with fewer than min_size
+// trainable episodes is dropped, and its offsets still commit.
+func TestUngradedEpisodesCompleteTheirGroup(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.MaxSteps = 1
+	var msgs []Message
+	for i, task := range []string{"a", "b", "c"} {
+		trajs, err := trajtest.Group(trajtest.Default(), task, uint64(i+1), []float64{0, 1, 0.5, 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ungraded := 1 // groups a and b keep three trainable episodes
+		if task == "c" {
+			ungraded = 3 // group c keeps one: below min_size 2
+		}
+		for _, tr := range trajs[4-ungraded:] {
+			tr.Status, tr.Error = schemas.StatusNotEvaluated, "NL assertions without a judge"
+		}
+		if task == "b" {
+			trajs[3].Status, trajs[3].Error = schemas.StatusInfraError, "user simulator unreachable"
+		}
+		msgs = append(msgs, Message{Trajectories: trajs, Topic: "traj", Partition: 0, Offset: int64(i)})
+	}
+	// c first: its drop must not hold back the commit of a and b.
+	msgs[0], msgs[2] = msgs[2], msgs[0]
+	for i := range msgs {
+		msgs[i].Offset = int64(i)
+	}
+	src := newMemSource(msgs)
+	m, _ := NewMetrics(nil)
+	tr, err := New(cfg, Deps{Backend: newBackend(t), Source: src, Reloader: &recorder{}, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := tr.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if tr.Step() != 1 {
+		t.Fatalf("step %d after the groups arrived, want 1 (the groups waited for group.timeout)", tr.Step())
+	}
+	if got, want := src.lastCommit(), []offsets.Target{{Topic: "traj", Partition: 0, Next: 3}}; !slices.Equal(got, want) {
+		t.Fatalf("last commit %v, want %v", got, want)
+	}
+	if got := testutil.ToFloat64(m.Groups.WithLabelValues("too_few_trainable")); got != 1 {
+		t.Errorf("too_few_trainable groups %v, want 1 (group c)", got)
+	}
+	for verdict, want := range map[string]float64{"accepted": 7, "not_evaluated": 4, "infra_error": 1} {
+		if got := testutil.ToFloat64(m.Trajectories.WithLabelValues(verdict)); got != want {
+			t.Errorf("trajectories %s: %v, want %v", verdict, got, want)
+		}
 	}
 }

@@ -332,8 +332,14 @@ func (t *Trainer) discardGroup(g *group.Group, outcome string) error {
 	return nil
 }
 
-// release filters a complete group and queues it for training.
+// release filters a complete group and queues it for training. A group that its excluded
+// episodes (infra errors, ungraded episodes) completed with fewer than min_size members is
+// dropped: a group baseline needs that many rewards.
 func (t *Trainer) release(g *group.Group) error {
+	if len(g.Members) < t.grouper.MinSize() {
+		t.d.Log.Debug("group dropped: too few trainable episodes", "group", g.Key, "members", len(g.Members), "excluded", g.Excluded)
+		return t.discardGroup(g, "too_few_trainable")
+	}
 	if keep, reason := t.cfg.Actor.Advantage.Filter(t.cfg.Sequences.AdvantageInput(g)); !keep {
 		t.d.Log.Debug("group filtered", "group", g.Key, "reason", reason, "members", len(g.Members))
 		return t.discardGroup(g, "filtered_"+reason)
