@@ -103,11 +103,11 @@ type Verdict int
 
 // Verdicts of Add.
 const (
-	Accepted   Verdict = iota // joined a group
-	Duplicate                 // id already seen
-	InfraError                // status infra_error: never trained; counts toward its group's size
-	NotEvaluated              // status not_evaluated (no reward): the same
-	Stale                     // older than max_head_offpolicyness allows
+	Accepted     Verdict = iota // joined a group
+	Duplicate                   // id already seen
+	InfraError                  // status infra_error: never trained; counts toward its group's size
+	NotEvaluated                // status not_evaluated (no reward): the same
+	Stale                       // older than max_head_offpolicyness allows
 )
 
 // String names the verdict for logs and metric labels.
