@@ -159,11 +159,10 @@ func (g *Grouper) Remember(ids ...string) {
 	}
 }
 
-// Add offers m. It returns the completed group when m completes one, and the verdict for m. A
-// group completed by an excluded episode may hold fewer than MinSize members, even none: the
-// caller drops it then.
+// Add offers m. It returns the completed group when m completes one, and the verdict for m.
 // version is the trainer's current policy version and maxOff max_head_offpolicyness (< 0
-// disables the staleness check).
+// disables the staleness check). A group completed by an excluded episode may hold fewer than
+// MinSize members, even none: the caller drops it then.
 func (g *Grouper) Add(m Member, now time.Time, version, maxOff int64) (*Group, Verdict) {
 	t := m.Traj
 	if g.seen.has(t.ID) {
