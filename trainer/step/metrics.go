@@ -32,7 +32,7 @@ type Metrics struct {
 	StalenessMean    prometheus.Gauge
 	Reward           *prometheus.GaugeVec   // domain: mean τ² reward of the trained episodes of the last step
 	Episodes         *prometheus.CounterVec // domain: episodes trained
-	Trajectories     *prometheus.CounterVec // verdict: accepted, duplicate, infra_error, stale, resumed
+	Trajectories     *prometheus.CounterVec // verdict: accepted, duplicate, infra_error, not_evaluated, stale, resumed
 	StaleDropped     prometheus.Counter
 	Groups           *prometheus.CounterVec // outcome: ready, trained, filtered_<reason>, timeout_partial, timeout_dropped, too_few_trainable, pruned
 	PendingGroups    prometheus.Gauge
