@@ -196,3 +196,16 @@ func TestNewRunDir(t *testing.T) {
 		t.Fatal("a parent that is a file: no error")
 	}
 }
+
+func TestLastLineWith(t *testing.T) {
+	text := "    a waiting for groups 1\n    b\n    c waiting for groups 2\n    d"
+	for _, c := range []struct{ substr, want string }{
+		{"waiting for groups", "c waiting for groups 2"},
+		{"b", "b"},
+		{"absent", ""},
+	} {
+		if got := lastLineWith(text, c.substr); got != c.want {
+			t.Errorf("lastLineWith(%q) = %q, want %q", c.substr, got, c.want)
+		}
+	}
+}

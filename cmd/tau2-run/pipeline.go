@@ -151,6 +151,7 @@ func (p *pipeline) watch(ctx context.Context, started time.Time) error {
 	defer tick.Stop()
 	var lastLine string
 	var lastPrint time.Time
+	lastStep, stepSince, said := -1.0, time.Now(), false
 	for {
 		select {
 		case <-ctx.Done():
@@ -190,7 +191,31 @@ func (p *pipeline) watch(ctx context.Context, started time.Time) error {
 		if tr["tau2rl_trainer_steps_total"] >= float64(p.cfg.Steps) {
 			return nil
 		}
+		// A trainer that takes no step for a while says why in its log ("waiting for groups"
+		// with ready groups against batch_size and what was dropped); pass that on once.
+		if step := tr["tau2rl_trainer_steps_total"]; step != lastStep {
+			lastStep, stepSince, said = step, time.Now(), false
+		} else if !said && time.Since(stepSince) >= stallHint {
+			if why := lastLineWith(p.trainer.Tail(200), "waiting for groups"); why != "" {
+				fmt.Printf("tau2-run: no trainer step for %s; the trainer says:\n    %s\n", stallHint, why)
+				said = true
+			}
+		}
 	}
+}
+
+// stallHint is how long watch lets the trainer go without a step before it prints why.
+const stallHint = 2 * time.Minute
+
+// lastLineWith returns the last line of text containing substr, trimmed ("" if none).
+func lastLineWith(text, substr string) string {
+	lines := strings.Split(text, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], substr) {
+			return strings.TrimSpace(lines[i])
+		}
+	}
+	return ""
 }
 
 // waitArchived waits until the archiver's row count stops growing, so the
