@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -260,10 +261,37 @@ func Draw(dir string, in Input, o Options) ([]string, error) {
 }
 
 func titled(o Options, s string) string {
-	if o.Title != "" {
-		return o.Title + ": " + s
+	// A title typed with its own colon ("One H100, airline train:") gets one, not two.
+	if t := strings.TrimRight(strings.TrimSpace(o.Title), ": "); t != "" {
+		return t + ": " + s
 	}
 	return s
+}
+
+// placeLegend puts p's legend (entries lines) in the corner of the data area that the series'
+// points fall in least, top right on a tie, so that it does not cover the curves: a reward near
+// 1 would run under a legend fixed at the top. Call it after the plotters are added (the axes'
+// ranges come from them). The corner box is an estimate of the legend's size: 45% of the width,
+// 11% of the height per entry.
+func placeLegend(p *plot.Plot, entries int, series ...plotter.XYs) {
+	w, h := 0.45*(p.X.Max-p.X.Min), math.Min(0.11*float64(entries), 0.6)*(p.Y.Max-p.Y.Min)
+	best, bestTop, bestLeft := -1, true, false
+	for _, c := range []struct{ top, left bool }{{true, false}, {true, true}, {false, false}, {false, true}} {
+		n := 0
+		for _, xys := range series {
+			for _, q := range xys {
+				inX := (c.left && q.X <= p.X.Min+w) || (!c.left && q.X >= p.X.Max-w)
+				inY := (c.top && q.Y >= p.Y.Max-h) || (!c.top && q.Y <= p.Y.Min+h)
+				if inX && inY {
+					n++
+				}
+			}
+		}
+		if best < 0 || n < best {
+			best, bestTop, bestLeft = n, c.top, c.left
+		}
+	}
+	p.Legend.Top, p.Legend.Left = bestTop, bestLeft
 }
 
 // newPlot is a figure with its title (prefixed by o.Title), axis labels and a y axis from 0;
@@ -309,7 +337,9 @@ func rewardPlot(pts []Point, o Options) (*plot.Plot, error) {
 	p.Add(poly, line, points)
 	p.Legend.Add("mean reward", line, points)
 	p.Legend.Add("95% confidence band", poly)
+	entries := 2
 	if o.Baseline != nil {
+		entries++
 		b := *o.Baseline
 		f := plotter.NewFunction(func(float64) float64 { return b })
 		f.Color = colorBaseline
@@ -317,7 +347,7 @@ func rewardPlot(pts []Point, o Options) (*plot.Plot, error) {
 		p.Add(f)
 		p.Legend.Add(fmt.Sprintf("baseline %.2f", b), f)
 	}
-	p.Legend.Top = true
+	placeLegend(p, entries, mean, band)
 	p.Add(plotter.NewGrid())
 	return p, nil
 }
@@ -328,6 +358,7 @@ func passKPlot(rows []PassK, o Options) (*plot.Plot, error) {
 	}
 	p := newPlot(o, "pass^k per domain", "k", "pass^k", true)
 	p.Y.Max = 1
+	var all []plotter.XYs
 	for i, r := range rows {
 		xys := make(plotter.XYs, len(r.PassK))
 		for k, v := range r.PassK {
@@ -344,8 +375,9 @@ func passKPlot(rows []PassK, o Options) (*plot.Plot, error) {
 		line.Color, points.Color = c, c
 		p.Add(line, points)
 		p.Legend.Add(fmt.Sprintf("%s (%d tasks)", r.Domain, r.Tasks), line, points)
+		all = append(all, xys)
 	}
-	p.Legend.Top = true
+	placeLegend(p, len(all), all...)
 	p.Add(plotter.NewGrid())
 	return p, nil
 }
@@ -367,7 +399,7 @@ func throughputPlots(rates []Rate, o Options) (*plot.Plot, *plot.Plot, error) {
 		line.Color, points.Color = colorMain, colorMain
 		p.Add(line, points, plotter.NewGrid())
 		p.Legend.Add(legend, line, points)
-		p.Legend.Top = true
+		placeLegend(p, 1, xys)
 		return p, nil
 	}
 	tok, err := mk("generated tokens per minute", "tokens / minute", "generated tokens", func(r Rate) float64 { return r.Tokens })
@@ -402,7 +434,7 @@ func mismatchPlot(pts []StepPoint, o Options) (*plot.Plot, error) {
 		p.Add(line, points)
 		p.Legend.Add(s.name, line, points)
 	}
-	p.Legend.Top = true
+	placeLegend(p, 2, diff, capped)
 	p.Add(plotter.NewGrid())
 	return p, nil
 }

@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+
 	"tau2rl/schemas"
 	"tau2rl/trainer/steplog"
 )
@@ -79,5 +82,43 @@ func TestDrawRejectsUnknownFormat(t *testing.T) {
 	files, err := Draw(t.TempDir(), Input{}, Options{})
 	if err != nil || len(files) != 0 {
 		t.Fatalf("empty input: %v %v", files, err)
+	}
+}
+
+// TestPlaceLegend: the legend goes to the corner the data leave empty, top right when they all do.
+func TestPlaceLegend(t *testing.T) {
+	rising := plotter.XYs{{X: 0, Y: 0.1}, {X: 1, Y: 0.3}, {X: 2, Y: 0.6}, {X: 3, Y: 0.95}, {X: 4, Y: 1}}
+	falling := plotter.XYs{{X: 0, Y: 1}, {X: 1, Y: 0.9}, {X: 2, Y: 0.5}, {X: 3, Y: 0.2}, {X: 4, Y: 0.05}}
+	low := plotter.XYs{{X: 0, Y: 0.1}, {X: 4, Y: 0.1}}
+	everywhere := plotter.XYs{{X: 0, Y: 0}, {X: 0, Y: 1}, {X: 4, Y: 0}, {X: 4, Y: 1}, {X: 4, Y: 0.99}}
+	for _, c := range []struct {
+		name      string
+		xys       plotter.XYs
+		top, left bool
+	}{
+		{"rising to 1: top left", rising, true, true},
+		{"falling from 1: top right", falling, true, false},
+		{"all low: top right", low, true, false},
+		{"every corner: the least crowded", everywhere, true, true},
+	} {
+		p := plot.New()
+		p.Y.Min, p.Y.Max = 0, 1
+		l, err := plotter.NewLine(c.xys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Add(l)
+		placeLegend(p, 2, c.xys)
+		if p.Legend.Top != c.top || p.Legend.Left != c.left {
+			t.Errorf("%s: legend top %v left %v, want top %v left %v", c.name, p.Legend.Top, p.Legend.Left, c.top, c.left)
+		}
+	}
+}
+
+func TestTitled(t *testing.T) {
+	for in, want := range map[string]string{"": "reward", "One H100": "One H100: reward", "One H100, airline:": "One H100, airline: reward", " run 3 : ": "run 3: reward"} {
+		if got := titled(Options{Title: in}, "reward"); got != want {
+			t.Errorf("titled(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
