@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"tau2rl/cmd/internal/cli"
@@ -116,6 +117,9 @@ func main() {
 			return fmt.Errorf("τ² data: %w", err)
 		}
 		cfg.DataDir = dataDir
+		if err := checkDomain(dataDir, cfg.Domain); err != nil {
+			return fmt.Errorf("%w: %v", cli.ErrUsage, err)
+		}
 		// Resolve (and, on a fresh clone, download) the tokenizer once, in the foreground with
 		// its progress bar; the roles started below inherit the directory.
 		tokDir, err := tokenizer.LocateQwen3()
@@ -135,4 +139,24 @@ func main() {
 		rt.Ready()
 		return runPipeline(ctx, cfg, dir)
 	})
+}
+
+// checkDomain reports a domain the τ² data has no tasks for, naming the ones it has, before any
+// process starts (the scripted server would otherwise fail during start-up with a file error).
+func checkDomain(dataDir, domain string) error {
+	tasks, err := data.TasksPath(dataDir, domain, data.Head)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(tasks); err == nil {
+		return nil
+	}
+	var have []string
+	entries, _ := os.ReadDir(filepath.Join(dataDir, "tau2", "domains"))
+	for _, e := range entries {
+		if _, err := os.Stat(filepath.Join(dataDir, "tau2", "domains", e.Name(), "tasks.json")); err == nil {
+			have = append(have, e.Name())
+		}
+	}
+	return fmt.Errorf("domain %q: the τ² data in %s has no tasks for it (domains: %s)", domain, dataDir, strings.Join(have, ", "))
 }

@@ -15,6 +15,7 @@ import (
 
 	"tau2rl/cmd/internal/clitest"
 	"tau2rl/lib/proc"
+	"tau2rl/lib/tau2/data"
 )
 
 // TestPipelineEndToEnd is `make run` on the mock domain: the real binaries, each its own
@@ -207,5 +208,22 @@ func TestLastLineWith(t *testing.T) {
 		if got := lastLineWith(text, c.substr); got != c.want {
 			t.Errorf("lastLineWith(%q) = %q, want %q", c.substr, got, c.want)
 		}
+	}
+}
+
+// TestCheckDomain: an unknown domain is a usage error naming the domains the data has.
+func TestCheckDomain(t *testing.T) {
+	dir, err := data.Dir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"airline", "retail", "telecom", "telecom-workflow", "mock"} {
+		if err := checkDomain(dir, d); err != nil {
+			t.Errorf("%s: %v", d, err)
+		}
+	}
+	err = checkDomain(dir, "nope")
+	if err == nil || !strings.Contains(err.Error(), `domain "nope"`) || !strings.Contains(err.Error(), "airline") {
+		t.Fatalf("unknown domain: %v", err)
 	}
 }

@@ -157,9 +157,10 @@ var stdout io.Writer = os.Stdout
 // Validate checks the whole configuration (cli calls it before run, so a bad value is exit
 // status 2 before the model loads or any connection is made).
 func (c *Config) Validate() error {
-	errs := []error{c.Config.Validate(), c.Kafka.Validate(), c.Parallel.validate(c.Backend, c.Checkpoint.DType)}
-	// Whether this binary was built with the backend is checked when it is opened (still exit
-	// status 2): a config for a GPU node must validate on a CPU-only build too.
+	// cuda: is checked whatever the backend: a config for a GPU node must validate on a CPU-only
+	// build too (whether this binary has the backend is checked when it is opened, still exit
+	// status 2), and a bad value should not wait for the day the backend is switched.
+	errs := []error{c.Config.Validate(), c.Kafka.Validate(), c.Parallel.validate(c.Backend, c.Checkpoint.DType), c.CUDA.Validate()}
 	if c.Backend != "cpu" && c.Backend != "cuda" {
 		errs = append(errs, fmt.Errorf("backend %q: want cpu or cuda", c.Backend))
 	}

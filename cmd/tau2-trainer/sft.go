@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -62,7 +63,7 @@ func sftMain(args []string) {
 // runSFT validates everything, reads the data, then opens the backend (resuming from out when it
 // holds a checkpoint) and trains. A summary line goes to out (stdout when nil).
 func runSFT(ctx context.Context, rt *cli.Runtime, cfg *SFTConfig, out io.Writer) error {
-	if err := cfg.Config.Validate(); err != nil {
+	if err := errors.Join(cfg.Config.Validate(), cfg.CUDA.Validate()); err != nil {
 		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
 	if _, ok := backends[cfg.Backend]; !ok {
