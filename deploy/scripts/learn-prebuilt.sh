@@ -29,8 +29,8 @@ collect() {
 if [[ $mode == start ]]; then
   nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
   mkdir -p $T/lib && tar -C $T -xJf .devbin/bins.tar.xz && tar -C $T -xJf .devbin/assets.tar.xz
-  ( make -f gpu/cuda/gpu.mk -j16 gpu/cuda/build/libt2cuda.a NCCL_HOME=$NCCL_HOME gpu/collective/nccl/build/libt2nccl.a >$T/build.log 2>&1 &&
-    g++ -shared -o $T/lib/libt2cuda.so -Wl,--whole-archive gpu/cuda/build/libt2cuda.a -Wl,--no-whole-archive -L$cudalib -lcublasLt -lcublas -lcudart &&
+  ( make -f gpu/cuda/gpu.mk -j16 gpu/cuda/build/libt2cuda.so NCCL_HOME=$NCCL_HOME gpu/collective/nccl/build/libt2nccl.a >$T/build.log 2>&1 &&
+    cp gpu/cuda/build/libt2cuda.so $T/lib/ &&
     g++ -shared -o $T/lib/libt2nccl.so gpu/collective/nccl/build/t2nccl.o -L$(dirname "$ncclso") -l:$(basename "$ncclso") -L$cudalib -lcudart ) ||
     { tail -30 $T/build.log; echo BUILD FAILED; exit 1; }
   echo "built kernels in ${SECONDS}s"

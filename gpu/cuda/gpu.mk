@@ -54,6 +54,16 @@ $(GPU_LIB): $(GPU_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
+# GPU_SO: the kernels as one shared library, for test binaries and commands built on another
+# machine against stand-ins (prebuild-test.sh, device-check.sh, gpu/dp/device-test.sh,
+# deploy/scripts/learn-prebuilt.sh): the whole archive, so every t2_* symbol is there, linked
+# against what the kernels call. GPU_LINK_LIBS must match cgo.go's LDFLAGS.
+GPU_LINK_LIBS := -lcublasLt -lcublas -lcudart
+GPU_SO := $(GPU_DIR)/build/libt2cuda.so
+
+$(GPU_SO): $(GPU_LIB)
+	g++ -shared -o $@ -Wl,--whole-archive $< -Wl,--no-whole-archive $(GPU_CGO_LDFLAGS) $(GPU_LINK_LIBS)
+
 .PHONY: gpu gpu-test gpu-bench gpu-clean gpu-dp-test
 gpu: $(GPU_LIB) $(NCCL_LIB)
 	CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(NCCL_CGO_LDFLAGS) $(CGO_LDFLAGS)" go build -tags cuda ./gpu/cuda/ ./gpu/collective/... ./gpu/dp/

@@ -26,10 +26,8 @@ nvcc_works() {
 }
 if nvcc_works; then
   cuda=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
-  libdir=$cuda/lib64
-  [[ -d $libdir ]] || libdir=/usr/lib/x86_64-linux-gnu
-  make -f gpu/cuda/gpu.mk -j"$(nproc)" gpu/cuda/build/libt2cuda.a NVCC="$(command -v nvcc)" >/dev/null
-  g++ -shared -o .devbin/stub/libt2cuda.so -Wl,--whole-archive gpu/cuda/build/libt2cuda.a -Wl,--no-whole-archive -L"$libdir" -lcublasLt -lcublas -lcudart
+  make -f gpu/cuda/gpu.mk -j"$(nproc)" gpu/cuda/build/libt2cuda.so NVCC="$(command -v nvcc)" CUDA_HOME="$cuda" >/dev/null
+  cp gpu/cuda/build/libt2cuda.so .devbin/stub/
 else
   # No CUDA here: the binary only needs the t2_* symbols to link (the GPU machine's real library
   # replaces this one at run time), so stub them from the header; cuBLAS and cudart are dropped by

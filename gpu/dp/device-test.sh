@@ -70,8 +70,8 @@ libs)
   nccl=$(nccl_home)
   nccllib=$(dirname "$(ls "$nccl"/lib*/libnccl.so* 2>/dev/null | head -1)")
   mkdir -p .devbin/lib
-  make -f gpu/cuda/gpu.mk -j"$(nproc)" gpu/cuda/build/libt2cuda.a
-  g++ -shared -o .devbin/lib/libt2cuda.so -Wl,--whole-archive gpu/cuda/build/libt2cuda.a -Wl,--no-whole-archive -L"$cuda/lib64" -lcublasLt -lcublas -lcudart
+  make -f gpu/cuda/gpu.mk -j"$(nproc)" gpu/cuda/build/libt2cuda.so CUDA_HOME="$cuda"
+  cp gpu/cuda/build/libt2cuda.so .devbin/lib/
   nvcc -O3 -std=c++17 -Xcompiler -fPIC -shared -I"$nccl/include" gpu/collective/nccl/csrc/t2nccl.cu \
     -o .devbin/lib/libt2nccl.so -L"$nccllib" -l:"$(basename "$(ls "$nccllib"/libnccl.so* | head -1)")" -lcudart
   echo "device-test: libraries built ($(ls .devbin/lib | tr '\n' ' ')); NCCL from $nccllib"
