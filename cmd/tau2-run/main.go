@@ -152,10 +152,12 @@ func checkDomain(dataDir, domain string) error {
 		return nil
 	}
 	var have []string
-	entries, _ := os.ReadDir(filepath.Join(dataDir, "tau2", "domains"))
+	entries, _ := os.ReadDir(filepath.Dir(data.DomainDir(dataDir, domain)))
 	for _, e := range entries {
-		if _, err := os.Stat(filepath.Join(dataDir, "tau2", "domains", e.Name(), "tasks.json")); err == nil {
-			have = append(have, e.Name())
+		if p, err := data.TasksPath(dataDir, e.Name(), data.Head); err == nil {
+			if _, err := os.Stat(p); err == nil {
+				have = append(have, e.Name())
+			}
 		}
 	}
 	return fmt.Errorf("domain %q: the τ² data in %s has no tasks for it (domains: %s)", domain, dataDir, strings.Join(have, ", "))

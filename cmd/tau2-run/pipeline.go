@@ -152,6 +152,7 @@ func (p *pipeline) watch(ctx context.Context, started time.Time) error {
 	var lastLine string
 	var lastPrint time.Time
 	lastStep, stepSince, said := -1.0, time.Now(), false
+	nextLook := stepSince.Add(stallHint)
 	for {
 		select {
 		case <-ctx.Done():
@@ -192,14 +193,17 @@ func (p *pipeline) watch(ctx context.Context, started time.Time) error {
 			return nil
 		}
 		// A trainer that takes no step for a while says why in its log ("waiting for groups"
-		// with ready groups against batch_size and what was dropped); pass that on once.
+		// with ready groups against batch_size and what was dropped); pass that on once,
+		// reading the log at most once per stallHint (a long step logs nothing to pass on).
 		if step := tr["tau2rl_trainer_steps_total"]; step != lastStep {
 			lastStep, stepSince, said = step, time.Now(), false
-		} else if !said && time.Since(stepSince) >= stallHint {
+			nextLook = stepSince.Add(stallHint)
+		} else if !said && time.Now().After(nextLook) {
 			if why := lastLineWith(p.trainer.Tail(200), "waiting for groups"); why != "" {
-				fmt.Printf("tau2-run: no trainer step for %s; the trainer says:\n    %s\n", stallHint, why)
+				fmt.Printf("tau2-run: no trainer step for %s; the trainer says:\n    %s\n", time.Since(stepSince).Round(time.Second), why)
 				said = true
 			}
+			nextLook = time.Now().Add(stallHint)
 		}
 	}
 }
