@@ -374,7 +374,8 @@ func TestUngradedEpisodesCompleteTheirGroup(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.MaxSteps = 1
 	var msgs []Message
-	for i, task := range []string{"a", "b", "c"} {
+	// c first: its drop must not hold back the commit of a and b.
+	for i, task := range []string{"c", "a", "b"} {
 		trajs, err := trajtest.Group(trajtest.Default(), task, uint64(i+1), []float64{0, 1, 0.5, 1})
 		if err != nil {
 			t.Fatal(err)
@@ -390,11 +391,6 @@ func TestUngradedEpisodesCompleteTheirGroup(t *testing.T) {
 			trajs[3].Status, trajs[3].Error = schemas.StatusInfraError, "user simulator unreachable"
 		}
 		msgs = append(msgs, Message{Trajectories: trajs, Topic: "traj", Partition: 0, Offset: int64(i)})
-	}
-	// c first: its drop must not hold back the commit of a and b.
-	msgs[0], msgs[2] = msgs[2], msgs[0]
-	for i := range msgs {
-		msgs[i].Offset = int64(i)
 	}
 	src := newMemSource(msgs)
 	m, _ := NewMetrics(nil)
