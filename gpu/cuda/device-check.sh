@@ -23,7 +23,7 @@ stages=("$@")
 ((${#stages[@]})) || stages=(test sanitize bench torch)
 has() { [[ " ${stages[*]} " == *" $1 "* ]]; }
 
-nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/device.txt"
+nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm,power.limit,power.max_limit,temperature.gpu --format=csv | tee "$OUT/device.txt"
 nvcc --version | tail -1 | tee -a "$OUT/device.txt"
 if [[ -n $DEVBIN ]]; then
   cudalib=${CUDA_HOME:-/usr/local/cuda}/lib64

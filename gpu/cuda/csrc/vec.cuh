@@ -1,8 +1,8 @@
 /*
  * vec.cuh: what the memory-bound kernels (norm.cu, elementwise.cu, logprob.cu, adamw.cu) share to
- * run at DRAM bandwidth: 16-byte vectors of 8 bf16 (element 0 in the low half of .x; packing rounds
- * to nearest even, as __float2bfloat16 does), the alignment test that picks the vector paths, and
- * the size of a resident grid for grid-stride kernels.
+ * run at DRAM bandwidth: 16-byte vectors of 8 bf16 and 8-byte ones of 4 (element 0 in the low half
+ * of .x; packing rounds to nearest even, as __float2bfloat16 does), the alignment test that picks
+ * the vector paths, and the size of a resident grid for grid-stride kernels.
  */
 #pragma once
 #include "common.cuh"
@@ -24,6 +24,16 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
 __device__ __forceinline__ uint4 pack8(const float f[8]) {
     return make_uint4(pack2(f[0], f[1]), pack2(f[2], f[3]), pack2(f[4], f[5]), pack2(f[6], f[7]));
 }
+
+/* 8-byte vectors of 4 bf16, for kernels that pair bf16 with fp32 tensors: a warp's 8-byte bf16
+ * accesses and its 16-byte fp32 ones (float4) then cover whole 32-byte sectors per instruction. */
+__device__ __forceinline__ void unpack4(const uint2 &u, float f[4]) {
+    f[0] = __uint_as_float(u.x << 16);
+    f[1] = __uint_as_float(u.x & 0xffff0000u);
+    f[2] = __uint_as_float(u.y << 16);
+    f[3] = __uint_as_float(u.y & 0xffff0000u);
+}
+__device__ __forceinline__ uint2 pack4(const float f[4]) { return make_uint2(pack2(f[0], f[1]), pack2(f[2], f[3])); }
 
 /* aligned16: whether a 16-byte vector access at p is legal (NULL counts as aligned). */
 static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
