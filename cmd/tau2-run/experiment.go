@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"net/http"
 	"os"
@@ -260,6 +261,9 @@ type grpoStats struct {
 	StepsLog        string       `json:"steps_log"`
 	Dataset         string       `json:"dataset"`
 	GeneratedToken  float64      `json:"generated_tokens"`
+	// NoStepReason says why GRPO ended without a trainer step (empty when it took one): the
+	// trainer's groups by outcome and its last "waiting for groups" line.
+	NoStepReason string `json:"no_step_reason,omitempty"`
 }
 
 func runExperiment(ctx context.Context, cfg expConfig, dir string, out io.Writer) (err error) {
@@ -602,6 +606,7 @@ func (e *experiment) grpo(ctx context.Context) error {
 		return err
 	}
 	var lastLine string
+	lastSteps, stepSince, said := 0, time.Now(), false
 	for {
 		select {
 		case <-ctx.Done():
@@ -635,8 +640,20 @@ func (e *experiment) grpo(ctx context.Context) error {
 			e.printf("%s", line)
 			lastLine = line
 		}
+		// A trainer without a step for a while says why (as tau2-run's watch passes on).
+		if len(recs) != lastSteps {
+			lastSteps, stepSince, said = len(recs), time.Now(), false
+		} else if !said && time.Since(stepSince) >= stallHint {
+			if why := lastLineWith(tr.Tail(200), "waiting for groups"); why != "" {
+				e.printf("   no trainer step for %s; the trainer says:\n    %s", time.Since(stepSince).Round(time.Second), why)
+			}
+			said = true
+		}
 	}
 	e.rep.GRPO.WallSeconds = time.Since(t0).Seconds()
+	if recs, _ := steplog.Read(ckpt); len(recs) == 0 {
+		e.rep.GRPO.NoStepReason = noStepReason(tr, e.cfg.BatchSize)
+	}
 	if err := e.stopProc(prod, 90*time.Second); err != nil {
 		return err
 	}
@@ -651,6 +668,9 @@ func (e *experiment) grpoStats(ctx context.Context, ds, ckpt string) error {
 	g := &e.rep.GRPO
 	g.Dataset, g.StepsLog = ds, filepath.Join(ckpt, steplog.FileName)
 	recs, err := steplog.Read(ckpt)
+	if errors.Is(err, fs.ErrNotExist) { // no step: the trainer writes the log with its first one
+		recs, err, g.StepsLog = nil, nil, ""
+	}
 	if err != nil {
 		return err
 	}
@@ -699,6 +719,9 @@ func (e *experiment) grpoStats(ctx context.Context, ds, ckpt string) error {
 		}
 		g.PerVersion = append(g.PerVersion, rewardStat{Version: v, Episodes: len(rs), Mean: mean, Std: std})
 	}
+	if g.Steps == 0 {
+		e.printf("   GRPO took no step: %s", g.NoStepReason)
+	}
 	e.printf("   %d steps, %d episodes (%d trained on); mean reward per policy version:", g.Steps, g.Episodes, g.TrainedEpisodes)
 	for _, r := range g.PerVersion {
 		e.printf("     v%-3d %4d episodes  %.3f ± %.3f", r.Version, r.Episodes, r.Mean, r.Std)
@@ -706,11 +729,33 @@ func (e *experiment) grpoStats(ctx context.Context, ds, ckpt string) error {
 	return nil
 }
 
+// noStepReason says why the trainer has taken no step: its groups by outcome (from its metrics)
+// and its last "waiting for groups" line, which names the setting for the common cases (every
+// member of each group with the same reward; too few groups for batch_size).
+func noStepReason(tr *proc.Proc, batch int) string {
+	s := fmt.Sprintf("no batch of %d groups was ready", batch)
+	if by, err := tr.ScrapeBy("tau2rl_trainer_groups_total", "outcome"); err == nil && len(by) > 0 {
+		outcomes := make([]string, 0, len(by))
+		for o, n := range by {
+			outcomes = append(outcomes, fmt.Sprintf("%s %.0f", o, n))
+		}
+		sort.Strings(outcomes)
+		s += "; the trainer's groups by outcome: " + strings.Join(outcomes, ", ")
+	}
+	if why := lastLineWith(tr.Tail(200), "waiting for groups"); why != "" {
+		s += "; its last word: " + why
+	}
+	return s
+}
+
 // figures draws the run's figures with tau2-eval plot, when the binary has that command.
 func (e *experiment) figures(ctx context.Context) error {
 	out := filepath.Join(e.dir, "figures")
-	text, err := e.oneShot(ctx, "plot", "tau2-eval", "plot", "dataset="+e.rep.GRPO.Dataset, "steps="+e.rep.GRPO.StepsLog,
-		"baseline="+strconv.FormatFloat(e.rep.Demos.MeanReward, 'f', 4, 64), "out="+out)
+	args := []string{"plot", "dataset=" + e.rep.GRPO.Dataset, "baseline=" + strconv.FormatFloat(e.rep.Demos.MeanReward, 'f', 4, 64), "out=" + out}
+	if e.rep.GRPO.StepsLog != "" { // none when GRPO took no step: no mismatch figure then
+		args = append(args, "steps="+e.rep.GRPO.StepsLog)
+	}
+	text, err := e.oneShot(ctx, "plot", "tau2-eval", args...)
 	if err != nil {
 		if strings.Contains(text, "unknown command") {
 			e.printf("   tau2-eval has no plot command in this build: no figures")
@@ -744,6 +789,9 @@ func (e *experiment) writeReport() error {
 	fmt.Fprintf(&s, "| GRPO | %d steps, %d episodes (%d trained on), train %.0fs of %.0fs |\n", r.GRPO.Steps, r.GRPO.Episodes, r.GRPO.TrainedEpisodes,
 		r.GRPO.TrainSeconds, r.GRPO.WallSeconds)
 	fmt.Fprintf(&s, "| eval after GRPO | avg %.3f, pass^k %v |\n\n", r.After.Avg, r.After.PassK)
+	if r.GRPO.NoStepReason != "" {
+		fmt.Fprintf(&s, "**GRPO took no step** (the evaluation after is the SFT policy's again): %s\n\n", r.GRPO.NoStepReason)
+	}
 	fmt.Fprintf(&s, "Mean reward per policy version (episode start):\n\n| version | episodes | mean | std |\n|---|---|---|---|\n")
 	for _, v := range r.GRPO.PerVersion {
 		fmt.Fprintf(&s, "| v%d | %d | %.3f | %.3f |\n", v.Version, v.Episodes, v.Mean, v.Std)

@@ -84,7 +84,10 @@ func tailLines(s string, n int) string {
 
 // TestExperimentCPU runs `tau2-run experiment` at a tiny scale on the pure-Go backend with the
 // scripted server standing in for tau2-sampler: every stage (demonstrations, release, SFT,
-// evaluation, GRPO with reloads, evaluation, report) as separate processes, as on the GPU.
+// evaluation, GRPO with reloads, evaluation, report) as separate processes, as on the GPU. The
+// second case asks for more groups per step than GRPO's few seconds produce: the experiment
+// must still end with a report that says why no step was taken (it once failed on the missing
+// steps log instead).
 func TestExperimentCPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs every binary (~1 min)")
@@ -94,52 +97,82 @@ func TestExperimentCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := buildBinaries(t)
-	runDir := t.TempDir()
-	cmd := exec.Command(filepath.Join(bin, "tau2-run"), "experiment", "bin="+bin, "dir="+runDir,
-		"policy=scripted", "backend=cpu", "domain=mock", "split=base", "model_config=deploy/models/qwen3-tiny/config.json",
-		"tasks=1", "demo_trials=2", "sft_max_steps=1", "grpo_steps=1", "group_size=2", "batch_size=1", "eval_trials=2",
-		"concurrency=8", "timeout=4m")
-	cmd.Dir = root
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	t.Logf("tau2-run experiment output:\n%s", out.String())
-	if err != nil {
-		if logs, _ := filepath.Glob(filepath.Join(runDir, "*", "*.log")); len(logs) > 0 {
-			for _, l := range logs {
-				b, _ := os.ReadFile(l)
-				t.Logf("%s:\n%s", l, tailLines(string(b), 15))
+	for _, c := range []struct {
+		name  string
+		args  []string
+		check func(t *testing.T, rep report, dir string)
+	}{
+		{"one step", []string{"grpo_steps=1", "batch_size=1"}, func(t *testing.T, rep report, dir string) {
+			switch {
+			case rep.GRPO.Steps != 1 || rep.GRPO.Episodes < 2 || len(rep.GRPO.PerVersion) == 0 || len(rep.GRPO.MeanAbsDiff) != 1:
+				t.Errorf("grpo: %+v", rep.GRPO)
+			case rep.GRPO.NoStepReason != "":
+				t.Errorf("no-step reason after a step: %q", rep.GRPO.NoStepReason)
+			case len(rep.Figures) != 10: // reward, passk, tokens and episodes per minute, mismatch; PNG and SVG
+				t.Errorf("figures: %v", rep.Figures)
 			}
-		}
-		t.Fatalf("tau2-run experiment: %v", err)
-	}
-	reports, _ := filepath.Glob(filepath.Join(runDir, "*", "report.json"))
-	if len(reports) != 1 {
-		t.Fatalf("report.json: %v", reports)
-	}
-	b, err := os.ReadFile(reports[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
-	switch {
-	case rep.Demos.Episodes != 2:
-		t.Errorf("demonstrations: %d episodes, want 2", rep.Demos.Episodes)
-	case rep.SFT.Steps != 1 || !(rep.SFT.FirstLoss > 0):
-		t.Errorf("sft: %+v", rep.SFT)
-	case rep.Before.Simulations != 2 || rep.After.Simulations != 2 || len(rep.Before.PassK) != 2:
-		t.Errorf("evaluations: before %+v after %+v", rep.Before, rep.After)
-	case rep.GRPO.Steps != 1 || rep.GRPO.Episodes < 2 || len(rep.GRPO.PerVersion) == 0 || len(rep.GRPO.MeanAbsDiff) != 1:
-		t.Errorf("grpo: %+v", rep.GRPO)
-	case len(rep.Figures) != 10: // reward, passk, tokens and episodes per minute, mismatch; PNG and SVG
-		t.Errorf("figures: %v", rep.Figures)
-	}
-	// The GRPO trainer started from the SFT checkpoint and wrote its own.
-	if _, err := os.Stat(filepath.Join(filepath.Dir(reports[0]), "grpo-checkpoints", "v1", "model.safetensors")); err != nil {
-		t.Error(err)
+			// The GRPO trainer started from the SFT checkpoint and wrote its own.
+			if _, err := os.Stat(filepath.Join(dir, "grpo-checkpoints", "v1", "model.safetensors")); err != nil {
+				t.Error(err)
+			}
+		}},
+		{"no step", []string{"grpo_steps=1", "batch_size=1000", "grpo_time=4s"}, func(t *testing.T, rep report, dir string) {
+			switch {
+			case rep.GRPO.Steps != 0 || rep.GRPO.StepsLog != "":
+				t.Errorf("grpo: %+v", rep.GRPO)
+			case !strings.Contains(rep.GRPO.NoStepReason, "no batch of 1000 groups was ready"):
+				t.Errorf("no-step reason: %q", rep.GRPO.NoStepReason)
+			case len(rep.Figures) != 8: // no mismatch figure without steps
+				t.Errorf("figures: %v", rep.Figures)
+			}
+			if b, err := os.ReadFile(filepath.Join(dir, "report.md")); err != nil || !strings.Contains(string(b), "GRPO took no step") {
+				t.Errorf("report.md does not say GRPO took no step (%v)", err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			runDir := t.TempDir()
+			args := append([]string{"experiment", "bin=" + bin, "dir=" + runDir,
+				"policy=scripted", "backend=cpu", "domain=mock", "split=base", "model_config=deploy/models/qwen3-tiny/config.json",
+				"tasks=1", "demo_trials=2", "sft_max_steps=1", "group_size=2", "eval_trials=2",
+				"concurrency=8", "timeout=4m"}, c.args...)
+			cmd := exec.Command(filepath.Join(bin, "tau2-run"), args...)
+			cmd.Dir = root
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			err := cmd.Run()
+			t.Logf("tau2-run experiment output:\n%s", out.String())
+			if err != nil {
+				if logs, _ := filepath.Glob(filepath.Join(runDir, "*", "*.log")); len(logs) > 0 {
+					for _, l := range logs {
+						b, _ := os.ReadFile(l)
+						t.Logf("%s:\n%s", l, tailLines(string(b), 15))
+					}
+				}
+				t.Fatalf("tau2-run experiment: %v", err)
+			}
+			reports, _ := filepath.Glob(filepath.Join(runDir, "*", "report.json"))
+			if len(reports) != 1 {
+				t.Fatalf("report.json: %v", reports)
+			}
+			b, err := os.ReadFile(reports[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rep report
+			if err := json.Unmarshal(b, &rep); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case rep.Demos.Episodes != 2:
+				t.Errorf("demonstrations: %d episodes, want 2", rep.Demos.Episodes)
+			case rep.SFT.Steps != 1 || !(rep.SFT.FirstLoss > 0):
+				t.Errorf("sft: %+v", rep.SFT)
+			case rep.Before.Simulations != 2 || rep.After.Simulations != 2 || len(rep.Before.PassK) != 2:
+				t.Errorf("evaluations: before %+v after %+v", rep.Before, rep.After)
+			}
+			c.check(t, rep, filepath.Dir(reports[0]))
+		})
 	}
 }
 

@@ -28,31 +28,51 @@ func (p *Proc) ScrapeWhere(label, value string) (Sample, error) {
 
 // Scrape reads addr's /metrics; a non-empty label keeps only the series where it has value.
 func Scrape(addr, label, value string) (Sample, error) {
+	var s Sample
+	err := fetch(addr, func(r io.Reader) (err error) {
+		s, err = ParseSample(r, label, value)
+		return err
+	})
+	return s, err
+}
+
+// ScrapeBy reads the process's /metrics and returns metric's series summed by the value of label
+// (counters, gauges and untyped metrics; a series without the label counts under ""): the
+// trainer's groups_total by outcome, say.
+func (p *Proc) ScrapeBy(metric, label string) (map[string]float64, error) {
+	var by map[string]float64
+	err := fetch(p.MetricsAddr, func(r io.Reader) (err error) {
+		by, err = ParseBy(r, metric, label)
+		return err
+	})
+	return by, err
+}
+
+// fetch GETs addr's /metrics and hands the body to parse.
+func fetch(addr string, parse func(io.Reader) error) error {
 	if addr == "" {
-		return nil, fmt.Errorf("proc: scrape: no metrics address")
+		return fmt.Errorf("proc: scrape: no metrics address")
 	}
 	resp, err := scrapeClient.Get("http://" + addr + "/metrics")
 	if err != nil {
-		return nil, fmt.Errorf("proc: scrape %s: %w", addr, err)
+		return fmt.Errorf("proc: scrape %s: %w", addr, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("proc: scrape %s: %s", addr, resp.Status)
+		return fmt.Errorf("proc: scrape %s: %s", addr, resp.Status)
 	}
-	s, err := ParseSample(resp.Body, label, value)
-	if err != nil {
-		return nil, fmt.Errorf("proc: scrape %s: %w", addr, err)
+	if err := parse(resp.Body); err != nil {
+		return fmt.Errorf("proc: scrape %s: %w", addr, err)
 	}
-	return s, nil
+	return nil
 }
 
 // ParseSample reads Prometheus text exposition into a Sample; a non-empty label keeps only the
 // series where it has value.
 func ParseSample(r io.Reader, label, value string) (Sample, error) {
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(r)
+	fams, err := parse(r)
 	if err != nil {
-		return nil, fmt.Errorf("parse metrics: %w", err)
+		return nil, err
 	}
 	s := Sample{}
 	for name, f := range fams {
@@ -64,6 +84,41 @@ func ParseSample(r io.Reader, label, value string) (Sample, error) {
 		}
 	}
 	return s, nil
+}
+
+// ParseBy reads Prometheus text exposition and returns metric's series summed by label's value,
+// as ScrapeBy does; a metric that is not there gives an empty map.
+func ParseBy(r io.Reader, metric, label string) (map[string]float64, error) {
+	fams, err := parse(r)
+	if err != nil {
+		return nil, err
+	}
+	by := map[string]float64{}
+	f, ok := fams[metric]
+	if !ok {
+		return by, nil
+	}
+	for _, m := range f.GetMetric() {
+		v := ""
+		for _, l := range m.GetLabel() {
+			if l.GetName() == label {
+				v = l.GetValue()
+			}
+		}
+		s := Sample{}
+		add(s, metric, f.GetType(), m)
+		by[v] += s[metric]
+	}
+	return by, nil
+}
+
+func parse(r io.Reader) (map[string]*dto.MetricFamily, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("parse metrics: %w", err)
+	}
+	return fams, nil
 }
 
 func hasLabel(m *dto.Metric, label, value string) bool {

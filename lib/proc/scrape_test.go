@@ -8,8 +8,7 @@ import (
 	"tau2rl/lib/proc"
 )
 
-func TestParseSample(t *testing.T) {
-	const text = `# TYPE req_total counter
+const exposition = `# TYPE req_total counter
 req_total{outcome="published"} 5
 req_total{outcome="failed"} 2
 # TYPE in_flight gauge
@@ -27,6 +26,9 @@ lat_count{outcome="failed"} 1
 q_sum 2
 q_count 8
 `
+
+func TestParseSample(t *testing.T) {
+	text := exposition
 	for _, c := range []struct {
 		name, label, value string
 		want               proc.Sample
@@ -46,6 +48,31 @@ q_count 8
 		})
 	}
 	if _, err := proc.ParseSample(strings.NewReader("not { metrics"), "", ""); err == nil {
+		t.Fatal("malformed exposition accepted")
+	}
+}
+
+func TestParseBy(t *testing.T) {
+	for _, c := range []struct {
+		name, metric, label string
+		want                map[string]float64
+	}{
+		{"counter by outcome", "req_total", "outcome", map[string]float64{"published": 5, "failed": 2}},
+		{"no such label", "req_total", "topic", map[string]float64{"": 7}},
+		{"unlabelled gauge", "in_flight", "outcome", map[string]float64{"": 3}},
+		{"no such metric", "absent_total", "outcome", map[string]float64{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := proc.ParseBy(strings.NewReader(exposition), c.metric, c.label)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("got %v, want %v", got, c.want)
+			}
+		})
+	}
+	if _, err := proc.ParseBy(strings.NewReader("not { metrics"), "x", "y"); err == nil {
 		t.Fatal("malformed exposition accepted")
 	}
 }
