@@ -24,10 +24,10 @@ stub=$root/.devbin/pgb-stub
 out=$root/.devbin/bin
 rm -rf "$out" && mkdir -p "$stub" "$out"
 
-# Stand-ins generated from the C ABI headers: every function returns its status type's error.
-# Every function the header declares gets a body: a status-returning one returns the error, a
-# void one does nothing, any other (a size query) returns 0. A declaration the pattern misses
-# fails the link below with its name, not at run time.
+# Stand-ins generated from the C ABI headers: every function a header declares gets a body — a
+# status-returning one returns its status type's error, a void one does nothing, any other (a size
+# query) returns 0. A declaration the pattern misses fails the link below with its name, not at
+# run time.
 cat > "$stub/stubgen.py" <<'EOF'
 import re, sys
 header, st = sys.argv[1], sys.argv[2]

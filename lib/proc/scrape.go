@@ -48,8 +48,8 @@ func (p *Proc) ScrapeBy(metric, label string) (map[string]float64, error) {
 	return by, err
 }
 
-// fetch GETs addr's /metrics and hands the body to parse.
-func fetch(addr string, parse func(io.Reader) error) error {
+// fetch GETs addr's /metrics and hands the body to read.
+func fetch(addr string, read func(io.Reader) error) error {
 	if addr == "" {
 		return fmt.Errorf("proc: scrape: no metrics address")
 	}
@@ -61,7 +61,7 @@ func fetch(addr string, parse func(io.Reader) error) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("proc: scrape %s: %s", addr, resp.Status)
 	}
-	if err := parse(resp.Body); err != nil {
+	if err := read(resp.Body); err != nil {
 		return fmt.Errorf("proc: scrape %s: %w", addr, err)
 	}
 	return nil
