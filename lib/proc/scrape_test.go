@@ -76,3 +76,18 @@ func TestParseBy(t *testing.T) {
 		t.Fatal("malformed exposition accepted")
 	}
 }
+
+// FuzzParse feeds arbitrary exposition text to both parsers: neither may panic, and they accept
+// and reject the same inputs.
+func FuzzParse(f *testing.F) {
+	f.Add(exposition)
+	f.Add("# TYPE g gauge\ng{outcome=\"a\"} NaN\n")
+	f.Add("x_total 1\nx_total 2\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		_, err1 := proc.ParseSample(strings.NewReader(text), "outcome", "published")
+		_, err2 := proc.ParseBy(strings.NewReader(text), "req_total", "outcome")
+		if (err1 == nil) != (err2 == nil) {
+			t.Fatalf("ParseSample: %v; ParseBy: %v", err1, err2)
+		}
+	})
+}
