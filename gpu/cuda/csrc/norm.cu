@@ -484,11 +484,16 @@ __global__ void __launch_bounds__(NORM_THREADS)
                 lds8(sw[isq ? 0 : 1] + j0, w1);
                 lds8(sw[isq ? 0 : 1] + HALF + j0, w2);
 #pragma unroll
-                for (int e = 0; e < 8; ++e) {
-                    const float y1 = rbf(w1[e] * rbf(x1[e] * rs));
-                    const float y2 = rbf(w2[e] * rbf(x2[e] * rs));
-                    o1[e] = rbf(y1 * cs[e]) + rbf(-y2 * sn[e]);
-                    o2[e] = rbf(y2 * cs[e]) + rbf(y1 * sn[e]);
+                for (int e = 0; e < 8; ++e) { /* the roundings in pairs (rbf2), bit-identical to rbf */
+                    float n1 = x1[e] * rs, n2 = x2[e] * rs;
+                    rbf2(n1, n2);
+                    float y1 = w1[e] * n1, y2 = w2[e] * n2;
+                    rbf2(y1, y2);
+                    float a = y1 * cs[e], b = -y2 * sn[e], c = y2 * cs[e], d = y1 * sn[e];
+                    rbf2(a, b);
+                    rbf2(c, d);
+                    o1[e] = a + b;
+                    o2[e] = c + d;
                 }
                 bf16 *dst = isq ? qout + ((size_t)t * nh + hd) * D : kout + ((size_t)t * nkv + (hd - nh)) * D;
                 st8(dst + j0, pack8(o1));
@@ -680,8 +685,10 @@ __global__ void __launch_bounds__(NORM_THREADS)
                     const float dxn1 = g1[e] * cs[e] + g2[e] * sn[e];
                     const float dxn2 = -g1[e] * sn[e] + g2[e] * cs[e];
                     const float xh1 = x1[e] * rs[s], xh2 = x2[e] * rs[s];
-                    acc[e] += dxn1 * rbf(xh1);
-                    acc[8 + e] += dxn2 * rbf(xh2);
+                    float r1 = xh1, r2 = xh2;
+                    rbf2(r1, r2);
+                    acc[e] += dxn1 * r1;
+                    acc[8 + e] += dxn2 * r2;
                     const float dxh1 = dxn1 * w1[e], dxh2 = dxn2 * w2[e];
                     dot += dxh1 * xh1 + dxh2 * xh2;
                 }
