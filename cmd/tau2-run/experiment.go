@@ -606,7 +606,7 @@ func (e *experiment) grpo(ctx context.Context) error {
 		return err
 	}
 	var lastLine string
-	lastSteps, stepSince, said := 0, time.Now(), false
+	stall := newStallWatch(time.Now())
 	for {
 		select {
 		case <-ctx.Done():
@@ -640,14 +640,8 @@ func (e *experiment) grpo(ctx context.Context) error {
 			e.printf("%s", line)
 			lastLine = line
 		}
-		// A trainer without a step for a while says why (as tau2-run's watch passes on).
-		if len(recs) != lastSteps {
-			lastSteps, stepSince, said = len(recs), time.Now(), false
-		} else if !said && time.Since(stepSince) >= stallHint {
-			if why := lastLineWith(tr.Tail(200), "waiting for groups"); why != "" {
-				e.printf("   no trainer step for %s; the trainer says:\n    %s", time.Since(stepSince).Round(time.Second), why)
-			}
-			said = true
+		if why, d := stall.observe(time.Now(), float64(len(recs)), func() string { return tr.Tail(200) }); why != "" {
+			e.printf("   no trainer step for %s; the trainer says:\n    %s", d.Round(time.Second), why)
 		}
 	}
 	e.rep.GRPO.WallSeconds = time.Since(t0).Seconds()

@@ -260,3 +260,48 @@ func TestCheckDomain(t *testing.T) {
 		t.Fatalf("unknown domain: %v", err)
 	}
 }
+
+// TestStallWatch: the trainer's "waiting for groups" line is passed on once per stall, only after
+// stallHint without a step, with the log read at most once per stallHint; a step starts over.
+func TestStallWatch(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 20, 0, 0, 0, time.UTC)
+	log := "x\nlevel=INFO msg=\"waiting for groups\" ready_groups=0\n"
+	for _, c := range []struct {
+		name  string
+		steps []float64 // one observation every 30 s
+		logAt int       // the first observation whose log has the line (-1: never)
+		say   []int     // observations that pass the line on
+		reads int       // log reads
+	}{
+		{"stalled from the start", []float64{0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 0, []int{4}, 1},
+		{"steps keep coming", []float64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, 0, nil, 0},
+		{"a step, then a stall", []float64{0, 0, 0, 1, 1, 1, 1, 1, 1, 1}, 0, []int{7}, 1},
+		{"nothing logged yet at the first look", []float64{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 6, []int{8}, 2},
+		{"a new stall after a step says again", []float64{0, 0, 0, 0, 0, 1, 1, 1, 1, 1}, 0, []int{4, 9}, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newStallWatch(t0)
+			reads := 0
+			var said []int
+			for i, s := range c.steps {
+				now := t0.Add(time.Duration(i) * 30 * time.Second)
+				why, d := w.observe(now, s, func() string {
+					reads++
+					if c.logAt >= 0 && i >= c.logAt {
+						return log
+					}
+					return "x\n"
+				})
+				if why != "" {
+					said = append(said, i)
+					if !strings.Contains(why, "waiting for groups") || d < stallHint {
+						t.Errorf("observation %d: %q after %s", i, why, d)
+					}
+				}
+			}
+			if fmt.Sprint(said) != fmt.Sprint(c.say) || reads != c.reads {
+				t.Errorf("said at %v with %d log reads, want %v with %d", said, reads, c.say, c.reads)
+			}
+		})
+	}
+}

@@ -151,8 +151,7 @@ func (p *pipeline) watch(ctx context.Context, started time.Time) error {
 	defer tick.Stop()
 	var lastLine string
 	var lastPrint time.Time
-	lastStep, stepSince, said := -1.0, time.Now(), false
-	nextLook := stepSince.Add(stallHint)
+	stall := newStallWatch(time.Now())
 	for {
 		select {
 		case <-ctx.Done():
@@ -192,24 +191,46 @@ func (p *pipeline) watch(ctx context.Context, started time.Time) error {
 		if tr["tau2rl_trainer_steps_total"] >= float64(p.cfg.Steps) {
 			return nil
 		}
-		// A trainer that takes no step for a while says why in its log ("waiting for groups"
-		// with ready groups against batch_size and what was dropped); pass that on once,
-		// reading the log at most once per stallHint (a long step logs nothing to pass on).
-		if step := tr["tau2rl_trainer_steps_total"]; step != lastStep {
-			lastStep, stepSince, said = step, time.Now(), false
-			nextLook = stepSince.Add(stallHint)
-		} else if !said && time.Now().After(nextLook) {
-			if why := lastLineWith(p.trainer.Tail(200), "waiting for groups"); why != "" {
-				fmt.Printf("tau2-run: no trainer step for %s; the trainer says:\n    %s\n", time.Since(stepSince).Round(time.Second), why)
-				said = true
-			}
-			nextLook = time.Now().Add(stallHint)
+		if why, d := stall.observe(time.Now(), tr["tau2rl_trainer_steps_total"], func() string { return p.trainer.Tail(200) }); why != "" {
+			fmt.Printf("tau2-run: no trainer step for %s; the trainer says:\n    %s\n", d.Round(time.Second), why)
 		}
 	}
 }
 
-// stallHint is how long watch lets the trainer go without a step before it prints why.
+// stallHint is how long the trainer may go without a step before tau2-run passes on why.
 const stallHint = 2 * time.Minute
+
+// stallWatch decides when to pass on why the trainer takes no step. A trainer without a step
+// says why in its log every 30 s ("waiting for groups", with ready groups against batch_size
+// and what was dropped); the watch passes that line on once per stall, after stallHint without
+// a step, and reads the log at most once per stallHint (a long step logs nothing to pass on).
+// Both tau2-run and tau2-run experiment use it.
+type stallWatch struct {
+	steps    float64   // the step count last observed
+	since    time.Time // when it last changed
+	nextLook time.Time // the earliest time to read the log again
+	said     bool      // this stall's line was passed on
+}
+
+func newStallWatch(now time.Time) *stallWatch {
+	return &stallWatch{steps: -1, since: now, nextLook: now.Add(stallHint)}
+}
+
+// observe takes the trainer's step count at now and returns the line to pass on ("" for none
+// this time) with how long the trainer has gone without a step; tail reads the trainer's log.
+func (w *stallWatch) observe(now time.Time, steps float64, tail func() string) (string, time.Duration) {
+	if steps != w.steps {
+		w.steps, w.since, w.nextLook, w.said = steps, now, now.Add(stallHint), false
+		return "", 0
+	}
+	if w.said || now.Before(w.nextLook) {
+		return "", 0
+	}
+	w.nextLook = now.Add(stallHint)
+	why := lastLineWith(tail(), "waiting for groups")
+	w.said = why != ""
+	return why, now.Sub(w.since)
+}
 
 // lastLineWith returns the last line of text containing substr, trimmed ("" if none).
 func lastLineWith(text, substr string) string {
