@@ -10,10 +10,9 @@
 # limit): tau2-run tau2-broker tau2-scripted-llm tau2-archiver tau2-trainer tau2-producer
 # tau2-eval tau2-sampler.
 #
-# No CUDA is needed here: the cuda-tagged binaries link libt2cuda.so dynamically, and at link time a
-# stand-in library generated from csrc/t2cuda.h (every t2_* function returning an error) satisfies
-# the linker; empty cuBLAS/cudart/NCCL stand-ins satisfy the -l flags (--as-needed drops them, since
-# only the kernels use them). On the GPU machine, deploy/scripts/learn-prebuilt.sh builds the real
+# No CUDA is needed here: the cuda-tagged binaries link libt2cuda.so dynamically, and at link time
+# gpu/stub-libs.sh's stand-ins satisfy the linker (the kernels' library generated from
+# csrc/t2cuda.h, empty cuBLAS/cudart/NCCL ones that --as-needed drops). On the GPU machine, deploy/scripts/learn-prebuilt.sh builds the real
 # libt2cuda.so and libt2nccl.so with nvcc from the same sources and puts them on LD_LIBRARY_PATH,
 # so the binaries run the real kernels. A machine with Go and nvcc needs none of this: `make gpu-trainer gpu-sampler`.
 set -euo pipefail
@@ -24,31 +23,7 @@ stub=$root/.devbin/pgb-stub
 out=$root/.devbin/bin
 rm -rf "$out" && mkdir -p "$stub" "$out"
 
-# Stand-ins generated from the C ABI headers: every function a header declares gets a body — a
-# status-returning one returns its status type's error, a void one does nothing, any other (a size
-# query) returns 0. A declaration the pattern misses fails the link below with its name, not at
-# run time.
-cat > "$stub/stubgen.py" <<'EOF'
-import re, sys
-header, st = sys.argv[1], sys.argv[2]
-body = re.sub(r'/\*.*?\*/', '', open(header).read(), flags=re.S)
-body = re.sub(r'//[^\n]*', '', body)
-body = re.sub(r'^\s*#[^\n]*', '', body, flags=re.M)
-print('#include "%s"' % header)
-for ret, decl in re.findall(r'^\s*((?:const\s+)?\w+(?:\s*\*)*)\s*(\**\s*t2\w*\s*\([^;{]*\))\s*;', body, flags=re.M):
-    ret = ret.strip()
-    if ret == st:
-        print(ret + ' ' + decl + ' { ' + st + ' stub_status_ = {0}; stub_status_.code = -1; '
-              'stub_status_.msg = "the stand-in library is loaded: put the real one on LD_LIBRARY_PATH"; return stub_status_; }')
-    elif ret == 'void':
-        print(ret + ' ' + decl + ' {}')
-    else:
-        print(ret + ' ' + decl + ' { return 0; }')
-EOF
-python3 "$stub/stubgen.py" "$root/gpu/cuda/csrc/t2cuda.h" t2_status > "$stub/t2cuda.c"
-python3 "$stub/stubgen.py" "$root/gpu/collective/nccl/csrc/t2nccl.h" t2n_status > "$stub/t2nccl.c"
-for l in t2cuda t2nccl; do gcc -shared -fPIC -o "$stub/lib$l.so" "$stub/$l.c"; done
-for l in cublas cublasLt cudart nccl; do echo "" | gcc -shared -fPIC -x c -o "$stub/lib$l.so" -; done
+bash gpu/stub-libs.sh "$stub" # link-time stand-ins for the kernels, CUDA and NCCL
 
 ldflags='-s -w'
 want=" $* "

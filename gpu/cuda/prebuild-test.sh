@@ -30,13 +30,8 @@ if nvcc_works; then
   cp gpu/cuda/build/libt2cuda.so .devbin/stub/
 else
   # No CUDA here: the binary only needs the t2_* symbols to link (the GPU machine's real library
-  # replaces this one at run time), so stub them from the header; cuBLAS and cudart are dropped by
-  # --as-needed, empty stand-ins satisfy -lcublasLt -lcublas -lcudart.
-  grep -o 't2_[a-z0-9_]*(' gpu/cuda/csrc/t2cuda.h | tr -d '(' | sort -u | grep -vx t2_status |
-    awk '{print "void "$1"(void){}"}' > .devbin/stub/stub.c
-  gcc -shared -fPIC -o .devbin/stub/libt2cuda.so .devbin/stub/stub.c
-  echo 'void t2_no_cuda_(void){}' > .devbin/stub/empty.c
-  for l in cublas cublasLt cudart; do gcc -shared -fPIC -o .devbin/stub/lib$l.so .devbin/stub/empty.c; done
+  # replaces this one at run time), so stand-ins from the header (gpu/stub-libs.sh).
+  bash gpu/stub-libs.sh .devbin/stub
 fi
 CGO_ENABLED=1 CGO_LDFLAGS="-Wl,--as-needed -L$root/.devbin/stub" \
   go test -tags cuda -c -ldflags='-s -w' -o .devbin/cuda.test ./gpu/cuda/

@@ -50,15 +50,7 @@ prebuild)
   mkdir -p "$(dirname "$exclude")"
   grep -qx '/.devbin/' "$exclude" 2>/dev/null || echo '/.devbin/' >>"$exclude"
   stub=.devbin/dpstub
-  mkdir -p "$stub"
-  for h in gpu/cuda/csrc/t2cuda.h:t2_:t2cuda gpu/collective/nccl/csrc/t2nccl.h:t2n_:t2nccl; do
-    IFS=: read -r header prefix lib <<<"$h"
-    grep -o "${prefix}[a-z0-9_]*(" "$header" | tr -d '(' | sort -u | grep -vx "${prefix}status" |
-      awk '{print "void "$1"(void){}"}' >"$stub/$lib.c"
-    gcc -shared -fPIC -o "$stub/lib$lib.so" "$stub/$lib.c"
-  done
-  echo 'void t2_no_cuda_(void){}' >"$stub/empty.c"
-  for l in cublas cublasLt cudart nccl; do gcc -shared -fPIC -o "$stub/lib$l.so" "$stub/empty.c"; done
+  bash gpu/stub-libs.sh "$stub"
   CGO_ENABLED=1 CGO_LDFLAGS="-Wl,--as-needed -L$PWD/$stub" \
     go test -tags cuda -c -ldflags='-s -w' -o .devbin/dp.test ./gpu/dp/
   echo "device-test: .devbin/dp.test ($(du -h .devbin/dp.test | cut -f1)) needs:" \
