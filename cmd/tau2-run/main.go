@@ -21,6 +21,7 @@ import (
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/lib/inference/tokenizer"
 	"tau2rl/lib/tau2/data"
+	"tau2rl/lib/tau2/env"
 )
 
 const usage = `tau2-run — run the whole tau2rl pipeline locally (what 'make run' does)
@@ -141,8 +142,9 @@ func main() {
 	})
 }
 
-// checkDomain reports a domain the τ² data has no tasks for, naming the ones it has, before any
-// process starts (the scripted server would otherwise fail during start-up with a file error).
+// checkDomain reports a domain the τ² data has no tasks for, naming the domains tau2rl knows
+// (env's registry), before any process starts (the scripted server would otherwise fail during
+// start-up with a file error).
 func checkDomain(dataDir, domain string) error {
 	tasks, err := data.TasksPath(dataDir, domain, data.Head)
 	if err != nil {
@@ -151,14 +153,5 @@ func checkDomain(dataDir, domain string) error {
 	if _, err := os.Stat(tasks); err == nil {
 		return nil
 	}
-	var have []string
-	entries, _ := os.ReadDir(filepath.Dir(data.DomainDir(dataDir, domain)))
-	for _, e := range entries {
-		if p, err := data.TasksPath(dataDir, e.Name(), data.Head); err == nil {
-			if _, err := os.Stat(p); err == nil {
-				have = append(have, e.Name())
-			}
-		}
-	}
-	return fmt.Errorf("domain %q: the τ² data in %s has no tasks for it (domains: %s)", domain, dataDir, strings.Join(have, ", "))
+	return fmt.Errorf("domain %q: the τ² data in %s has no tasks for it (domains: %s)", domain, dataDir, strings.Join(env.Domains(), ", "))
 }
