@@ -95,14 +95,3 @@ __device__ __forceinline__ float block_sum(float v, float *shared) {
 }
 /* round-trip through bf16, as PyTorch does when a bf16 tensor op materializes its result */
 __device__ __forceinline__ float rbf(float x) { return __bfloat162float(__float2bfloat16(x)); }
-/* rbf2 rounds two values at once, with the same bits as two rbf: one packed conversion
- * (F2FP.BF16.F32.PACK_AB) and two integer ops instead of two F2F.BF16.F32, which issue on the
- * narrow conversion pipe. The q/k norm + RoPE forward rounds four times per element; with rbf2
- * it took 7% less time on an H100 (2.35–2.42 → 2.19 ms per step), its backward 3% less; the
- * RMSNorm kernels, which round less per byte moved, did not change with it and keep rbf. */
-__device__ __forceinline__ void rbf2(float &a, float &b) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-    const unsigned u = *reinterpret_cast<const unsigned *>(&h);
-    a = __uint_as_float(u << 16);
-    b = __uint_as_float(u & 0xffff0000u);
-}

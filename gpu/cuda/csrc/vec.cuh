@@ -21,6 +21,16 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
     const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<const unsigned *>(&h);
 }
+/* rbf2 rounds two values at once, with the same bits as two rbf: one packed conversion
+ * (F2FP.BF16.F32.PACK_AB) and two integer ops instead of two F2F.BF16.F32, which issue on the
+ * narrow conversion pipe. The q/k norm + RoPE forward rounds four times per element; with rbf2
+ * it took 7% less time on an H100 (2.35–2.42 → 2.19 ms per step), its backward 3% less; the
+ * RMSNorm kernels, which round less per byte moved, did not change with it and keep rbf. */
+__device__ __forceinline__ void rbf2(float &a, float &b) {
+    const unsigned u = pack2(a, b);
+    a = __uint_as_float(u << 16);
+    b = __uint_as_float(u & 0xffff0000u);
+}
 __device__ __forceinline__ uint4 pack8(const float f[8]) {
     return make_uint4(pack2(f[0], f[1]), pack2(f[2], f[3]), pack2(f[4], f[5]), pack2(f[6], f[7]));
 }
