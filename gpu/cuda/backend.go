@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"unsafe"
 
 	"tau2rl/gpu"
 )
@@ -32,6 +33,16 @@ type Backend struct {
 	param  dptr           // bf16 copy used by the kernels
 	grad   dptr           // fp32, accumulates until Step
 	m, v   dptr           // fp32 AdamW moments
+	// gradsStale: grad still holds what the last Step consumed and counts as zero. Step leaves it
+	// instead of writing 4 more bytes per parameter (6.9 GB at 1.7B, an eighth of AdamW's traffic);
+	// the next backward pass overwrites every tensor on its first write — the weight-gradient
+	// GEMMs with beta = 0, the norm weights (kernels accumulate into them) through one
+	// t2_zero_spans launch over normSpans, an embedding that is not the LM head's (scatter-added)
+	// and an LM head that does not run (no scored node) with memsets — and any other reader of
+	// grad zeroes it first (clearStaleGrads).
+	gradsStale bool
+	normSpans  dptr // int64 (offset, length) pairs, nNormSpans of them: the norms' gradient tensors
+	nNormSpans int
 
 	embed, norm, lmHead int // offsets (lmHead == embed when tied)
 	layers              []layerOffsets
@@ -236,6 +247,39 @@ func (b *Backend) layout() error {
 	if b.partial, err = b.alloc(4 * C.T2_NORM_BLOCKS); err != nil {
 		return err
 	}
+	return b.allocNormSpans()
+}
+
+// allocNormSpans uploads the (offset, length) pairs of the gradient tensors that kernels
+// accumulate into rather than GEMMs (every RMSNorm weight), for t2_zero_spans.
+func (b *Backend) allocNormSpans() error {
+	c := b.cfg
+	spans := []int64{int64(b.norm), int64(c.HiddenSize)}
+	for _, w := range b.layers {
+		spans = append(spans, int64(w.ln1), int64(c.HiddenSize), int64(w.ln2), int64(c.HiddenSize),
+			int64(w.qn), int64(c.HeadDim), int64(w.kn), int64(c.HeadDim))
+	}
+	p, err := b.alloc(8 * len(spans))
+	if err != nil {
+		return err
+	}
+	b.normSpans, b.nNormSpans = p, len(spans)/2
+	if err := statusErr(C.t2_h2d(p, unsafe.Pointer(&spans[0]), csz(8*len(spans)))); err != nil {
+		return fmt.Errorf("cuda: upload norm spans: %w", err)
+	}
+	return nil
+}
+
+// clearStaleGrads zeroes the gradient buffer if Step left it stale (gradsStale), for a reader
+// that needs the values the buffer stands for.
+func (b *Backend) clearStaleGrads() error {
+	if !b.gradsStale {
+		return nil
+	}
+	if err := memset0(b.grad, 4*b.total); err != nil {
+		return fmt.Errorf("cuda: zero gradients: %w", err)
+	}
+	b.gradsStale = false
 	return nil
 }
 
@@ -347,8 +391,9 @@ func (b *Backend) Backward(dlogp []float32) error {
 }
 
 // Step clips the global gradient norm to opt.MaxGradNorm, applies torch.optim.AdamW to the fp32
-// master weights (refreshing their bf16 copies), zeroes the gradients and returns the pre-clip
-// norm. A non-finite norm is an error: the gradients are zeroed and the weights left unchanged.
+// master weights (refreshing their bf16 copies), zeroes the gradients (lazily: gradsStale) and
+// returns the pre-clip norm. A non-finite norm is an error: the gradients are zeroed and the
+// weights left unchanged.
 func (b *Backend) Step(opt gpu.Optimizer) (float64, error) {
 	if err := b.enter(); err != nil {
 		return 0, err
@@ -362,6 +407,9 @@ func (b *Backend) Step(opt gpu.Optimizer) (float64, error) {
 	}
 	if b.shard != nil {
 		return 0, errSharded
+	}
+	if err := b.clearStaleGrads(); err != nil { // a second Step with no backward pass between
+		return 0, err
 	}
 	var ss C.double
 	s := b.newSeq()
@@ -391,7 +439,11 @@ func (b *Backend) Step(opt gpu.Optimizer) (float64, error) {
 			C.float(opt.LR), C.float(opt.Beta1), C.float(opt.Beta2), C.float(opt.Eps), C.float(opt.WeightDecay),
 			C.float(scale), C.float(bc1), C.float(bc2))
 	})
-	return norm, s.finish("adamw")
+	if err := s.finish("adamw"); err != nil {
+		return norm, err
+	}
+	b.gradsStale = true
+	return norm, nil
 }
 
 // tensor copies one fp32 tensor of a flat buffer (master or grad) to the host.
@@ -426,6 +478,9 @@ func (b *Backend) Gradients() (map[string][]float32, error) {
 		return nil, err
 	}
 	defer b.leave()
+	if err := b.clearStaleGrads(); err != nil {
+		return nil, err
+	}
 	out := map[string][]float32{}
 	for _, s := range b.specs {
 		t, err := b.tensor(b.grad, s)
@@ -480,7 +535,7 @@ func (b *Backend) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	for _, p := range []dptr{b.master, b.param, b.grad, b.m, b.v, b.partial} {
+	for _, p := range []dptr{b.master, b.param, b.grad, b.m, b.v, b.partial, b.normSpans} {
 		if err := free(p); err != nil {
 			errs = append(errs, err)
 		}

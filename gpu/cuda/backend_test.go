@@ -262,6 +262,65 @@ func TestStepIsAdamW(t *testing.T) {
 	}
 }
 
+// TestGradientsAfterStep: Step leaves the gradient buffer holding the step's gradients and the
+// next backward pass overwrites them (gradsStale); two micro-batches accumulated after a Step must
+// give the gradients a fresh backend accumulates from the same weights, in every head and
+// recompute layout, tied and untied. (Gradients() zeroes a stale buffer itself, so reading it right
+// after Step, as TestStepIsAdamW does, cannot see a missed overwrite; this test can.)
+func TestGradientsAfterStep(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  gpu.Config
+		opt  Options
+	}{
+		{"hd64_tied", smallConfig(), DefaultOptions()},
+		{"hd64_tied_chunk37_recompute", smallConfig(), Options{Recompute: true, LogitChunk: 37}},
+		{"hd128_untied_vocabtile200", wideConfig(), Options{LogitChunk: 37, VocabTile: 200}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(9, 10))
+			w := testWeights(t, tc.cfg, 21)
+			var trees []packed
+			var dls [][]float32
+			for range 3 {
+				seqs := groupSequences(rng, tc.cfg.VocabSize, 2, 2, 60, 25)
+				p := buildTree(seqs)
+				trees, dls = append(trees, p), append(dls, p.dlogp(seqWeights(rng, seqs)))
+			}
+			stepped := newBackend(t, w, tc.opt)
+			cudaFB(t, stepped, trees[0].mb, dls[0])
+			// LR 0: the weights stay as they are, so a fresh backend is the reference
+			if _, err := stepped.Step(gpu.Optimizer{LR: 0, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}); err != nil {
+				t.Fatal(err)
+			}
+			fresh := newBackend(t, w, tc.opt)
+			for i := 1; i < 3; i++ {
+				for _, b := range []*Backend{stepped, fresh} {
+					if _, _, err := b.Forward(trees[i].mb); err != nil {
+						t.Fatal(err)
+					}
+					if err := b.Backward(dls[i]); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			got, err := stepped.Gradients()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := fresh.Gradients()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range sortedKeys(want) {
+				if e := relErr(got[name], want[name]); e > tolExactRel*100 || math.IsNaN(e) {
+					t.Errorf("gradient %s after a Step: relative error %.3g against a fresh backend's", name, e)
+				}
+			}
+		})
+	}
+}
+
 func TestErrors(t *testing.T) {
 	cfg := smallConfig()
 	w := testWeights(t, cfg, 19)

@@ -11,7 +11,9 @@
 # Logs and JSON reports go to $OUT (or ./gpu-report); each stage has its own time limit (T_TEST,
 # T_SAN, T_BENCH, T_TORCH seconds) so one slow stage cannot eat the others' time; T2_TEST_RUN,
 # T2_SAN_RUN and T2_BENCH_RUN (Go test/benchmark regexps), T2_SAN_TOOLS (default "memcheck
-# racecheck"), T2_BENCH_SHAPES and T2_TORCH_SHAPES narrow the stages.
+# racecheck"), T2_BENCH_SHAPES and T2_TORCH_SHAPES narrow the stages. The bench stage samples the
+# clocks and power while it runs (clocks-bench$T2_CLOCKS_TAG.csv; T2_CLOCKS_TAG names a second
+# bench run in the same $OUT).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-report}
@@ -59,8 +61,49 @@ if has sanitize; then
     echo "compute-sanitizer $tool exit $?"; grep -E 'SUMMARY|^(ok|PASS|FAIL|--- FAIL)' "$OUT/sanitize-$tool.log" | tail -4
   done
 fi
+# clocks NAME CMD...: runs CMD while nvidia-smi samples the SM clock, power draw and the clock-event
+# reasons every 50 ms (reading only; the clocks stay as the machine has them) into
+# $OUT/clocks-NAME.csv, then prints one line over the busy samples (power above a third of the
+# limit): median and 10th-percentile SM clock, median power, and the share of samples the driver
+# marked as held back by the software power cap (reason bit 0x4) or by heat (0x20, 0x40, 0x8).
+# Kernels timed alone and inside a training step run at different clocks when the step is
+# power-bound; this is what tells the two apart.
+clocks() {
+  local name=$1 csv="$OUT/clocks-$1.csv" q pid
+  shift
+  q=timestamp,clocks.sm,power.draw,power.limit,temperature.gpu,clocks_event_reasons.active
+  nvidia-smi --query-gpu=$q --format=csv,noheader,nounits -i 0 >/dev/null 2>&1 || q=${q/clocks_event/clocks_throttle}
+  nvidia-smi --query-gpu=$q --format=csv,noheader,nounits -i 0 -lms 50 >"$csv" 2>/dev/null &
+  pid=$!
+  "$@"
+  local rc=$?
+  kill $pid 2>/dev/null; wait $pid 2>/dev/null
+  python3 - "$csv" "$name" <<'PY'
+import statistics, sys
+rows = []
+for line in open(sys.argv[1]):
+    f = [x.strip() for x in line.split(",")]
+    try:
+        rows.append((float(f[1]), float(f[2]), float(f[3]), float(f[4]), int(f[5], 16)))
+    except (ValueError, IndexError):
+        pass
+busy = [r for r in rows if r[1] > r[2] / 3]
+if not busy:
+    print(f"clocks {sys.argv[2]}: no busy samples ({len(rows)} read)")
+    sys.exit()
+sm = sorted(r[0] for r in busy)
+cap = sum(1 for r in busy if r[4] & 0x4) / len(busy)
+heat = sum(1 for r in busy if r[4] & 0x68) / len(busy)
+print(f"clocks {sys.argv[2]}: {len(busy)} busy samples, SM clock median {statistics.median(sm):.0f} MHz "
+      f"(p10 {sm[len(sm) // 10]:.0f}), power median {statistics.median(r[1] for r in busy):.0f} W of "
+      f"{busy[0][2]:.0f}, power-capped {100 * cap:.0f}%, heat-slowed {100 * heat:.0f}%, "
+      f"max {max(r[3] for r in busy):.0f} C")
+PY
+  return $rc
+}
 if has bench; then
-  timeout ${T_BENCH:-420} $testbin -test.run '^$' -test.bench "${T2_BENCH_RUN:-.}" -test.benchtime ${GPU_BENCHTIME:-3x} 2>&1 | tee -a "$OUT/bench.log" | grep -E 'Benchmark|ok|FAIL'
+  clocks "bench${T2_CLOCKS_TAG:-}" timeout ${T_BENCH:-420} $testbin -test.run '^$' -test.bench "${T2_BENCH_RUN:-.}" \
+    -test.benchtime ${GPU_BENCHTIME:-3x} 2>&1 | tee -a "$OUT/bench.log" | grep -E 'Benchmark|ok|FAIL|^clocks'
 fi
 if has torch; then
   timeout ${T_TORCH:-420} python3 pytorch/bench.py 2>&1 | tail -12 | tee "$OUT/torch-bench.log"

@@ -62,9 +62,10 @@ func (b *Backend) headForwardTiled(s *seq, r0, rows int) {
 }
 
 // headBackwardTiled is the fused head's backward pass over head rows [r0, r0+rows): the LM-head
-// weight gradient accumulates into its gradient buffer, and the rows' input gradient lands in
-// a.dresidBF rows r0… (bf16), where the chunked backward leaves it.
-func (b *Backend) headBackwardTiled(s *seq, r0, rows int) {
+// weight gradient accumulates into its gradient buffer (wBeta 0: overwrites it, the first write
+// after a Step), and the rows' input gradient lands in a.dresidBF rows r0… (bf16), where the
+// chunked backward leaves it.
+func (b *Backend) headBackwardTiled(s *seq, r0, rows int, wBeta C.float) {
 	a, H := &b.act, b.cfg.HiddenSize
 	x := off(a.a, r0*H, 2)
 	b.vocabTiles(func(v0, w int) {
@@ -84,7 +85,7 @@ func (b *Backend) headBackwardTiled(s *seq, r0, rows int) {
 			return C.t2_linear_bwd_x_f32(b.ctx, f32p(a.headDX), a.logits, wt, ci(rows), ci(H), ci(w), beta)
 		})
 		s.do("lm_head backward (weight)", func() C.t2_status {
-			return C.t2_linear_bwd_w(b.ctx, b.gw(b.lmHead+v0*H), a.logits, x, ci(rows), ci(H), ci(w))
+			return C.t2_linear_bwd_w(b.ctx, b.gw(b.lmHead+v0*H), a.logits, x, ci(rows), ci(H), ci(w), wBeta)
 		})
 	})
 	s.do("lm_head input gradient to bf16", func() C.t2_status {

@@ -32,7 +32,7 @@ type activations struct {
 	xs    []dptr // residual stream entering layer l (xs[L] leaves the last layer) [cap, H]
 	xf    dptr   // final RMSNorm output [cap, H]
 	rstdf dptr
-	a     dptr // o_proj / down_proj output before the residual add [cap, H]
+	a     dptr // o_proj / down_proj output before the residual add (the next RMSNorm adds the down projection's) [cap, H]
 
 	dresid, dresidBF dptr // residual-stream gradient, fp32 and a bf16 copy [cap, H]
 	dxn, dh, dgu     dptr // [cap, H], [cap, I], [cap, 2I]
@@ -250,15 +250,18 @@ func (b *Backend) forward(mb *gpu.MicroBatch, keep bool) (logp, entropy []float3
 	s.do("embedding", func() C.t2_status {
 		return C.t2_embedding_fwd(a.xs[0], i32p(a.tokens), b.pw(b.embed), ci(n), ci(H))
 	})
+	var prev *layerActs // the layer whose output is still pending in prev.x2 + a.a
 	for l := range c.NumHiddenLayers {
 		set := 0
 		if keep && !b.opt.Recompute {
 			set = l
 		}
-		b.layerForward(&s, l, &a.layer[set], a.xs[l], a.xs[l+1])
+		b.layerForward(&s, l, &a.layer[set], a.xs[l], prev)
+		prev = &a.layer[set]
 	}
+	L := c.NumHiddenLayers
 	s.do("final norm", func() C.t2_status {
-		return C.t2_rmsnorm_fwd(a.xf, nil, f32p(a.rstdf), a.xs[c.NumHiddenLayers], nil, b.pw(b.norm), ci(n), ci(H), eps)
+		return C.t2_rmsnorm_fwd(a.xf, a.xs[L], f32p(a.rstdf), prev.x2, a.a, b.pw(b.norm), ci(n), ci(H), eps)
 	})
 	s.do("zero logp", func() C.t2_status { return C.t2_memset(a.logp, 0, csz(4*n)) })
 	s.do("zero entropy", func() C.t2_status { return C.t2_memset(a.ent, 0, csz(4*n)) })
@@ -312,8 +315,15 @@ func (b *Backend) headChunks(s *seq, each func(r0, rows int)) {
 	}
 }
 
-// layerForward computes one decoder layer from xin into xout, leaving its activations in la.
-func (b *Backend) layerForward(s *seq, l int, la *layerActs, xin, xout dptr) {
+// layerForward computes decoder layer l on the residual stream xin, leaving its activations in la
+// and its output as two parts: la.x2 (the stream after attention) and a.a (the MLP's down
+// projection). Their sum, the next layer's input, is formed by the next RMSNorm (layer l+1's input
+// norm or the final norm) as its residual input, which writes it to xs[l+1]: the same bf16 sum as a
+// separate residual pass (it rounded the same two bf16 tensors) with one read of the stream fewer
+// and one launch fewer per layer, as the serving decoder does. With prev non-nil, xin is written
+// here first, as prev.x2 + a.a (the previous layer's pending output); with prev nil it already
+// holds the input (the embedding, or a stored xs[l] when the backward pass recomputes a layer).
+func (b *Backend) layerForward(s *seq, l int, la *layerActs, xin dptr, prev *layerActs) {
 	a := &b.act
 	c := b.cfg
 	w := b.layers[l]
@@ -323,6 +333,9 @@ func (b *Backend) layerForward(s *seq, l int, la *layerActs, xin, xout dptr) {
 	eps, theta := C.float(c.RMSNormEps), C.float(c.RopeTheta)
 	at := func(op string) string { return fmt.Sprintf("layer %d %s", l, op) }
 	s.do(at("input_layernorm"), func() C.t2_status {
+		if prev != nil {
+			return C.t2_rmsnorm_fwd(la.xn1, xin, f32p(la.rstd1), prev.x2, a.a, b.pw(w.ln1), ci(n), ci(H), eps)
+		}
 		return C.t2_rmsnorm_fwd(la.xn1, nil, f32p(la.rstd1), xin, nil, b.pw(w.ln1), ci(n), ci(H), eps)
 	})
 	s.do(at("qkv_proj"), func() C.t2_status {
@@ -349,7 +362,6 @@ func (b *Backend) layerForward(s *seq, l int, la *layerActs, xin, xout dptr) {
 	s.do(at("down_proj"), func() C.t2_status {
 		return C.t2_linear_fwd(b.ctx, a.a, la.h, b.pw(w.down), ci(n), ci(I), ci(H))
 	})
-	s.do(at("residual"), func() C.t2_status { return C.t2_add_bf16(xout, la.x2, a.a, csz(n*H)) })
 }
 
 func (b *Backend) backward(dlogp []float32) error {
@@ -360,6 +372,29 @@ func (b *Backend) backward(dlogp []float32) error {
 		return fmt.Errorf("cuda: backward: upload dlogp: %w", err)
 	}
 	s := b.newSeq()
+	// The first backward pass after a Step overwrites the gradients Step left (gradsStale): wBeta
+	// is the weight-gradient GEMMs' beta, and what they do not write is zeroed here.
+	first := b.gradsStale
+	b.gradsStale = false
+	wBeta := C.float(1)
+	if first {
+		wBeta = 0
+		s.do("zero norm gradients", func() C.t2_status {
+			return C.t2_zero_spans(f32p(b.grad), (*C.int64_t)(b.normSpans), ci(b.nNormSpans))
+		})
+		if b.lmHead != b.embed { // the embedding's gradient is scatter-added (t2_embedding_bwd)
+			s.do("zero embedding gradient", func() C.t2_status { return C.t2_memset(off(b.grad, b.embed, 4), 0, csz(4*V*H)) })
+		}
+		if b.headRows == 0 { // no LM-head GEMM writes its gradient
+			s.do("zero lm_head gradient", func() C.t2_status { return C.t2_memset(off(b.grad, b.lmHead, 4), 0, csz(4*V*H)) })
+		}
+	}
+	headBeta := func(r0 int) C.float { // the first chunk's write is the head's first
+		if r0 == 0 {
+			return wBeta
+		}
+		return 1
+	}
 	s.do("zero residual gradient", func() C.t2_status { return C.t2_memset(a.dresid, 0, csz(4*n*H)) })
 	// Head rows only: their input gradient is computed into a.dresidBF (free until the final
 	// norm's backward writes it), then scattered to a.dxn with zeros on every other node.
@@ -367,7 +402,7 @@ func (b *Backend) backward(dlogp []float32) error {
 	b.logitsKept = false // the log-prob backward turns them into their gradient in place
 	b.headChunks(&s, func(r0, rows int) {
 		if b.opt.VocabTile > 0 {
-			b.headBackwardTiled(&s, r0, rows)
+			b.headBackwardTiled(&s, r0, rows, headBeta(r0))
 			return
 		}
 		if !kept {
@@ -383,7 +418,8 @@ func (b *Backend) backward(dlogp []float32) error {
 			return C.t2_linear_bwd_x(b.ctx, off(a.dresidBF, r0*H, 2), a.logits, b.pw(b.lmHead), ci(rows), ci(H), ci(V))
 		})
 		s.do("lm_head backward (weight)", func() C.t2_status {
-			return C.t2_linear_bwd_w(b.ctx, b.gw(b.lmHead), a.logits, off(a.a, r0*H, 2), ci(rows), ci(H), ci(V))
+			return C.t2_linear_bwd_w(b.ctx, b.gw(b.lmHead), a.logits, off(a.a, r0*H, 2), ci(rows), ci(H), ci(V),
+				headBeta(r0))
 		})
 	})
 	s.do("scatter head-row gradients", func() C.t2_status {
@@ -401,19 +437,27 @@ func (b *Backend) backward(dlogp []float32) error {
 		set := l
 		if b.opt.Recompute {
 			set = 0
-			b.layerForward(&s, l, &a.layer[0], a.xs[l], a.xs[l+1])
+			b.layerForward(&s, l, &a.layer[0], a.xs[l], nil)
 		}
-		b.layerBackward(&s, l, &a.layer[set], a.xs[l])
+		b.layerBackward(&s, l, &a.layer[set], a.xs[l], wBeta)
 	}
 	s.do("embedding backward", func() C.t2_status {
 		return C.t2_embedding_bwd(b.gw(b.embed), i32p(a.tokens), f32p(a.dresid), ci(n), ci(H))
 	})
-	return s.finish("backward")
+	err := s.finish("backward")
+	if err != nil && first {
+		// Some tensors were overwritten, others still hold what Step left: zero them all, the
+		// value they stood for before this pass.
+		b.gradsStale = true
+		err = errors.Join(err, b.clearStaleGrads())
+	}
+	return err
 }
 
 // layerBackward back-propagates a.dresid (the gradient of the layer's output) through layer l,
-// accumulating parameter gradients and leaving the gradient of the layer's input in a.dresid.
-func (b *Backend) layerBackward(s *seq, l int, la *layerActs, xin dptr) {
+// accumulating parameter gradients (the weight GEMMs' beta is wBeta: 0 overwrites) and leaving
+// the gradient of the layer's input in a.dresid.
+func (b *Backend) layerBackward(s *seq, l int, la *layerActs, xin dptr, wBeta C.float) {
 	a := &b.act
 	c := b.cfg
 	w := b.layers[l]
@@ -426,14 +470,14 @@ func (b *Backend) layerBackward(s *seq, l int, la *layerActs, xin dptr) {
 		return C.t2_linear_bwd_x(b.ctx, a.dh, a.dresidBF, b.pw(w.down), ci(n), ci(I), ci(H))
 	})
 	s.do(at("down_proj weight"), func() C.t2_status {
-		return C.t2_linear_bwd_w(b.ctx, b.gw(w.down), a.dresidBF, la.h, ci(n), ci(I), ci(H))
+		return C.t2_linear_bwd_w(b.ctx, b.gw(w.down), a.dresidBF, la.h, ci(n), ci(I), ci(H), wBeta)
 	})
 	s.do(at("swiglu"), func() C.t2_status { return C.t2_swiglu_bwd(a.dgu, a.dh, la.gu, ci(n), ci(I)) })
 	s.do(at("gate_up_proj"), func() C.t2_status {
 		return C.t2_linear_bwd_x(b.ctx, a.dxn, a.dgu, b.pw(w.gu), ci(n), ci(H), ci(2*I))
 	})
 	s.do(at("gate_up_proj weight"), func() C.t2_status {
-		return C.t2_linear_bwd_w(b.ctx, b.gw(w.gu), a.dgu, la.xn2, ci(n), ci(H), ci(2*I))
+		return C.t2_linear_bwd_w(b.ctx, b.gw(w.gu), a.dgu, la.xn2, ci(n), ci(H), ci(2*I), wBeta)
 	})
 	s.do(at("post_attention_layernorm"), func() C.t2_status {
 		return C.t2_rmsnorm_bwd(f32p(a.dresid), a.dresidBF, b.gw(w.ln2), a.dxn, la.x2, f32p(la.rstd2), b.pw(w.ln2),
@@ -443,7 +487,7 @@ func (b *Backend) layerBackward(s *seq, l int, la *layerActs, xin dptr) {
 		return C.t2_linear_bwd_x(b.ctx, a.datt, a.dresidBF, b.pw(w.o), ci(n), ci(QD), ci(H))
 	})
 	s.do(at("o_proj weight"), func() C.t2_status {
-		return C.t2_linear_bwd_w(b.ctx, b.gw(w.o), a.dresidBF, la.att, ci(n), ci(QD), ci(H))
+		return C.t2_linear_bwd_w(b.ctx, b.gw(w.o), a.dresidBF, la.att, ci(n), ci(QD), ci(H), wBeta)
 	})
 	s.do(at("attention"), func() C.t2_status {
 		return C.t2_attention_bwd(f32p(a.dq), a.dk, ci(KVD), off(a.dqkv, QD+KVD, 2), ci(QKV), f32p(a.di), a.dqBF, a.datt, la.att,
@@ -458,7 +502,7 @@ func (b *Backend) layerBackward(s *seq, l int, la *layerActs, xin dptr) {
 		return C.t2_linear_bwd_x(b.ctx, a.dxn, a.dqkv, b.pw(w.qkv), ci(n), ci(H), ci(QKV))
 	})
 	s.do(at("qkv_proj weight"), func() C.t2_status {
-		return C.t2_linear_bwd_w(b.ctx, b.gw(w.qkv), a.dqkv, la.xn1, ci(n), ci(H), ci(QKV))
+		return C.t2_linear_bwd_w(b.ctx, b.gw(w.qkv), a.dqkv, la.xn1, ci(n), ci(H), ci(QKV), wBeta)
 	})
 	s.do(at("input_layernorm"), func() C.t2_status {
 		return C.t2_rmsnorm_bwd(f32p(a.dresid), a.dresidBF, b.gw(w.ln1), a.dxn, xin, f32p(la.rstd1), b.pw(w.ln1),

@@ -53,7 +53,10 @@ func NewShard(w *gpu.Weights, opt Options, rank, world int) (*Backend, error) {
 			return nil, fmt.Errorf("cuda: rank %d of %d: %w", rank, world, err)
 		}
 	}
-	if b.partial, err = b.alloc(4 * C.T2_NORM_BLOCKS); err != nil {
+	if b.partial, err = b.alloc(4 * C.T2_NORM_BLOCKS); err == nil {
+		err = b.allocNormSpans()
+	}
+	if err != nil {
 		b.Close()
 		return nil, err
 	}

@@ -135,6 +135,8 @@ func (b *Backend) uploadOptState(f *safetensors.File, step int) error {
 	}
 	if err := memset0(b.grad, 4*b.total); err != nil {
 		errs = append(errs, fmt.Errorf("zero gradients: %w", err))
+	} else {
+		b.gradsStale = false
 	}
 	if err := syncDevice(); err != nil {
 		errs = append(errs, err)

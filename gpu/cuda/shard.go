@@ -59,6 +59,11 @@ func (b *Backend) Shard(rank, world int) (gpu.Shard, error) {
 		}
 		return gpu.Shard{}, fmt.Errorf("cuda: backend is already rank %d of %d", b.shard.Rank, b.shard.World)
 	}
+	// The gradients move to the padded buffer below; a sharded backend never leaves them stale
+	// (ShardStep zeroes them, and Step, which leaves them, refuses sharded backends).
+	if err := b.clearStaleGrads(); err != nil {
+		return gpu.Shard{}, err
+	}
 	if b.stateErr != nil {
 		return gpu.Shard{}, fmt.Errorf("cuda: shard: %w", b.stateErr)
 	}
@@ -197,6 +202,7 @@ func (b *Backend) ZeroGrads() error {
 	if err := memset0(b.grad, 4*b.total); err != nil {
 		return fmt.Errorf("cuda: zero gradients: %w", err)
 	}
+	b.gradsStale = false
 	return syncDevice()
 }
 

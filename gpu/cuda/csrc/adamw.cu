@@ -2,10 +2,12 @@
  * adamw.cu: the optimizer step over the flat fp32 parameter space: global gradient norm (two-stage,
  * deterministic: fixed per-block partial sums, summed in fp64 on the host), then one fused kernel
  * that applies the clip factor, torch.optim.AdamW's update (decoupled weight decay, bias-corrected
- * moments, eps added after the sqrt), writes the fp32 master, its bf16 copy (round to nearest, as a
- * .to(bfloat16) does) and zeroes the gradient for the next accumulation.
+ * moments, eps added after the sqrt) and writes the fp32 master and its bf16 copy (round to nearest,
+ * as a .to(bfloat16) does). It leaves the gradient as it is: the next backward pass overwrites it
+ * (weight-gradient GEMMs with beta = 0, t2_zero_spans for the rest; backend.go's gradsStale), so
+ * the step does not write 4 more bytes per parameter to zero it.
  *
- * Both kernels stream the whole parameter space (AdamW moves 34 bytes per parameter), so they read
+ * Both kernels stream the whole parameter space (AdamW moves 30 bytes per parameter), so they read
  * and write float4 (and 4 bf16 as 8 bytes) when the buffers are aligned, with a scalar tail for a
  * count that is not a multiple of 4.
  * defines: t2_sumsq, t2_adamw
@@ -68,8 +70,8 @@ __device__ __forceinline__ void adamw_one(float &p, float &mi, float &vi, float 
 
 /* adamw_kernel: float4 over the first nvec·4 parameters (nvec = 0 unless the fp32 buffers are
  * 16-byte and param 8-byte aligned), then the tail one by one. */
-__global__ void __launch_bounds__(OPT_THREADS) adamw_kernel(float *master, bf16 *param, float *grad, float *m, float *v,
-                                                            size_t count, size_t nvec, adamw_args a) {
+__global__ void __launch_bounds__(OPT_THREADS) adamw_kernel(float *master, bf16 *param, const float *grad, float *m,
+                                                            float *v, size_t count, size_t nvec, adamw_args a) {
     const size_t stride = (size_t)gridDim.x * OPT_THREADS;
     for (size_t i = (size_t)blockIdx.x * OPT_THREADS + threadIdx.x; i < nvec; i += stride) {
         const float4 g = reinterpret_cast<const float4 *>(grad)[i];
@@ -83,7 +85,6 @@ __global__ void __launch_bounds__(OPT_THREADS) adamw_kernel(float *master, bf16 
         reinterpret_cast<float4 *>(v)[i] = vi;
         reinterpret_cast<float4 *>(master)[i] = p;
         reinterpret_cast<uint2 *>(param)[i] = make_uint2(pack2(p.x, p.y), pack2(p.z, p.w));
-        reinterpret_cast<float4 *>(grad)[i] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
     for (size_t i = nvec * 4 + (size_t)blockIdx.x * OPT_THREADS + threadIdx.x; i < count; i += stride) {
         float p = master[i], mi = m[i], vi = v[i];
@@ -92,7 +93,6 @@ __global__ void __launch_bounds__(OPT_THREADS) adamw_kernel(float *master, bf16 
         v[i] = vi;
         master[i] = p;
         param[i] = __float2bfloat16(p);
-        grad[i] = 0.f;
     }
 }
 

@@ -6,7 +6,8 @@
  * The embedding gradient is fp32 and uses atomicAdd, because a token id may repeat in a batch.
  * SwiGLU and the residual add only move memory: they use 16-byte accesses (8 bf16) when the shapes
  * and pointers allow, scalar ones otherwise, with the same arithmetic and roundings either way.
- * defines: t2_embedding_fwd, t2_embedding_bwd, t2_swiglu_fwd, t2_swiglu_bwd, t2_add_bf16, t2_f32_to_bf16, t2_bf16_to_f32
+ * defines: t2_embedding_fwd, t2_embedding_bwd, t2_swiglu_fwd, t2_swiglu_bwd, t2_add_bf16, t2_f32_to_bf16, t2_bf16_to_f32,
+ * t2_zero_spans
  */
 #include "common.cuh"
 #include "vec.cuh"
@@ -208,5 +209,20 @@ extern "C" t2_status t2_bf16_to_f32(float *dst, const void *src, size_t count) {
     if (count == 0) return t2_ok();
     bf16_to_f32_kernel<<<grid_for(count), 256, 0, t2_stream>>>(dst, (const bf16 *)src, count);
     T2_LAUNCHED("bf16_to_f32_kernel");
+    return t2_ok();
+}
+
+/* zero_spans_kernel: block b zeroes span b (spans are small: norm weights, a few thousand floats). */
+__global__ void zero_spans_kernel(float *base, const int64_t *spans) {
+    float *p = base + spans[2 * blockIdx.x];
+    const int64_t len = spans[2 * blockIdx.x + 1];
+    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) p[i] = 0.f;
+}
+
+extern "C" t2_status t2_zero_spans(float *base, const int64_t *spans, int count) {
+    T2_REQUIRE(count >= 0, "t2_zero_spans(count)");
+    if (count == 0) return t2_ok();
+    zero_spans_kernel<<<count, 256, 0, t2_stream>>>(base, spans);
+    T2_LAUNCHED("zero_spans_kernel");
     return t2_ok();
 }

@@ -79,8 +79,9 @@ t2_status t2_linear_bwd_x(void *ctx, void *dx, const void *dy, const void *w, in
  * LM head sums its vocabulary tiles' input gradients in fp32) */
 t2_status t2_linear_bwd_x_f32(void *ctx, float *dx, const void *dy, const void *w, int n, int in, int out,
                               float beta);
-/* dw[out,in] (fp32) += dy[n,out]^T · x[n,in] */
-t2_status t2_linear_bwd_w(void *ctx, float *dw, const void *dy, const void *x, int n, int in, int out);
+/* dw[out,in] (fp32) = dy[n,out]^T · x[n,in] + beta·dw  (1 accumulates; 0 overwrites: the first
+ * write after an optimizer step) */
+t2_status t2_linear_bwd_w(void *ctx, float *dw, const void *dy, const void *x, int n, int in, int out, float beta);
 
 /* ---- norm.cu: RMSNorm (residual-fused) and per-head q/k RMSNorm + rotate-half RoPE ---- */
 /* resid_out = x + delta (bf16; delta may be NULL, then resid_out may be NULL too and x is used);
@@ -150,6 +151,10 @@ t2_status t2_swiglu_bwd(void *dgu, const void *dh, const void *gu, int n, int i)
 /* out = bf16(a + b) elementwise (the residual add that closes a layer) */
 t2_status t2_add_bf16(void *out, const void *a, const void *b, size_t count);
 t2_status t2_f32_to_bf16(void *dst, const float *src, size_t count);
+/* t2_zero_spans zeroes count spans of base: span i is [spans[2i], spans[2i]+spans[2i+1]) elements
+ * (spans in device memory). One launch for the many small gradient tensors that kernels accumulate
+ * into (the norms' weights), which a first write cannot overwrite the way a GEMM's beta = 0 can. */
+t2_status t2_zero_spans(float *base, const int64_t *spans, int count);
 t2_status t2_bf16_to_f32(float *dst, const void *src, size_t count);
 
 /* ---- logprob.cu: chunked (or vocabulary-tiled) log-softmax gather + entropy over the vocabulary ---- */
@@ -189,6 +194,7 @@ t2_status t2_logprob_bwd(void *logits, const float *row_lse, const float *logp, 
 /* partial [blocks] must hold T2_NORM_BLOCKS floats; sumsq = Σ g² (fp64 on the host side). */
 #define T2_NORM_BLOCKS 1024
 t2_status t2_sumsq(double *sumsq, float *partial, const float *g, size_t count);
+/* Reads grad and leaves it: the caller zeroes or overwrites it before the next accumulation. */
 t2_status t2_adamw(float *master, void *param_bf16, float *grad, float *m, float *v, size_t count, float lr,
                    float beta1, float beta2, float eps, float weight_decay, float grad_scale, float bc1,
                    float bc2);
