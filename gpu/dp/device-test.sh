@@ -6,7 +6,7 @@
 #   bash gpu/dp/device-test.sh run        # on the GPU machine (nvcc, NCCL): builds the kernels and
 #                                         # the NCCL shim as shared libraries, runs the tests
 #   bash gpu/dp/device-test.sh multi      # on a machine with ≥ 2 GPUs: issue 16's measurement run,
-#                                         # everything in one command of at most ~8 minutes
+#                                         # everything in one command of at most 9 minutes
 #   bash gpu/dp/device-test.sh libs       # only the libraries (what run and multi start with)
 #
 # prebuild links the test binary against stand-ins of libt2cuda.so and libt2nccl.so (the t2_* and
@@ -16,16 +16,17 @@
 # Where Go is on the GPU machine, `make gpu-dp-test` does the same in one step.
 #
 # multi runs, each stage under its own `timeout` inside one overall budget (T2_MULTI_BUDGET seconds,
-# default 470), a failed or timed-out stage not stopping the next:
+# default 540), a failed or timed-out stage not stopping the next:
 #   1. libs: the CUDA and NCCL libraries (nvcc -j$(nproc));
 #   2. correctness: the tests matching 'NCCL|CUDA' (two GPUs = one GPU, sharded-checkpoint resume,
 #      NCCL world 1 = plain CUDA, the memory model against the allocator);
 #   3. go-scale: BenchmarkDataParallelStep, Qwen3-1.7B at T2_DP_TOKENS_PER_GPU (16384) tokens per GPU
 #      on 1, 2 (and 4, 8 where present) GPUs, τ²-tree and causal-chain micro-batches;
-#   4. go-8b: the same benchmark for Qwen3-8B on all GPUs: the memory model's verdict (on 2×80 GB it
-#      does not fit: 12 B/param per rank) instead of an out-of-memory, or the run where it fits;
-#   5. fsdp2-1gpu, fsdp2-Ngpu: gpu/dp/pytorch/fsdp2_bench.py for 1.7B on 1 GPU and on all GPUs;
-#   6. fsdp2-8b: the FSDP2 script for 8B on all GPUs, run only if its memory estimate fits;
+#   4. fsdp2-1gpu, fsdp2-Ngpu: gpu/dp/pytorch/fsdp2_bench.py for 1.7B on 1 GPU and on all GPUs;
+#   5. fsdp2-8b: the FSDP2 script for 8B on all GPUs, run only if its memory estimate fits;
+#   6. go-8b: BenchmarkDataParallelStep for Qwen3-8B on all GPUs: the memory model's verdict (on
+#      2×80 GB it does not fit: 12 B/param per rank) instead of an out-of-memory, or the run where
+#      it fits (4 × H200: 9 B/param, 90 GB per GPU with activations), with the budget's remainder;
 # then writes summary.md (stages, test verdicts, one table of every DPSCALE line), dpscale.jsonl and
 # the logs, flat, into $OUT (or gpu-report/). NCCL_NVLS_ENABLE=0 and
 # TORCH_SYMM_MEM_DISABLE_MULTICAST=1 for everything.
@@ -82,7 +83,7 @@ multi)
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 # never NVLink SHARP multicast
   OUT=${OUT:-$PWD/gpu-report}
   mkdir -p "$OUT"
-  budget=${T2_MULTI_BUDGET:-470}
+  budget=${T2_MULTI_BUDGET:-540}
   start=$(date +%s)
   stages=$(mktemp)
   env_txt=$(mktemp)
@@ -135,10 +136,12 @@ multi)
   stage libs 300 build.log bash "$self" libs
   stage correctness 200 correctness.log bash -c 'cd gpu/dp && exec ../../.devbin/dp.test -test.v -test.count=1 -test.run "NCCL|CUDA" -test.timeout 190s'
   stage go-scale-1.7b 220 go-scale.log env T2_DP_MODEL="$m17" T2_DP_DEVICES="$devs" .devbin/dp.test "${bench[@]}"
-  stage go-8b 60 memory-8b.log env T2_DP_MODEL="$m8" T2_DP_DEVICES="$all" T2_DP_SHAPES=tree .devbin/dp.test "${bench[@]}"
   stage fsdp2-1.7b-${ngpu}gpu 170 fsdp2-ngpu.log "${fsdp[@]}" --nproc_per_node "$ngpu" gpu/dp/pytorch/fsdp2_bench.py --config "$m17" --tokens-per-gpu "$T2_DP_TOKENS_PER_GPU" --skip-if-no-fit
   stage fsdp2-1.7b-1gpu 150 fsdp2-1gpu.log "${fsdp[@]}" --nproc_per_node 1 gpu/dp/pytorch/fsdp2_bench.py --config "$m17" --tokens-per-gpu "$T2_DP_TOKENS_PER_GPU" --skip-if-no-fit
   stage fsdp2-8b-${ngpu}gpu 120 memory-8b.log "${fsdp[@]}" --nproc_per_node "$ngpu" gpu/dp/pytorch/fsdp2_bench.py --config "$m8" --tokens-per-gpu "$T2_DP_TOKENS_PER_GPU" --skip-if-no-fit
+  # Last, with what is left: building 8B ranks takes ~36 s each, one after another (145 s for
+  # four on 4 × H200), then 8 steps of ~2.4 s.
+  stage go-8b 400 memory-8b.log env T2_DP_MODEL="$m8" T2_DP_DEVICES="$all" T2_DP_SHAPES=tree,chain .devbin/dp.test "${bench[@]}"
   python3 gpu/dp/dpscale_summary.py --stages "$stages" --env "$env_txt" --out "$OUT/summary.md" --jsonl "$OUT/dpscale.jsonl" \
     "$OUT"/correctness.log "$OUT"/go-scale.log "$OUT"/memory-8b.log "$OUT"/fsdp2-1gpu.log "$OUT"/fsdp2-ngpu.log
   rm -f "$stages" "$env_txt"

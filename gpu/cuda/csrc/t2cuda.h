@@ -148,7 +148,8 @@ t2_status t2_embedding_bwd(float *dtable, const int32_t *tokens, const float *do
 /* gu [n, 2i]: gate columns [0,i), up columns [i,2i); h = bf16(silu(gate)) * up */
 t2_status t2_swiglu_fwd(void *h, const void *gu, int n, int i);
 t2_status t2_swiglu_bwd(void *dgu, const void *dh, const void *gu, int n, int i);
-/* out = bf16(a + b) elementwise (the residual add that closes a layer) */
+/* out = bf16(a + b) elementwise (the residual add that closes the serving decoder's last layer; the
+ * training step folds it into the next RMSNorm, t2_rmsnorm_fwd with a delta) */
 t2_status t2_add_bf16(void *out, const void *a, const void *b, size_t count);
 t2_status t2_f32_to_bf16(void *dst, const float *src, size_t count);
 /* t2_zero_spans zeroes count spans of base: span i is [spans[2i], spans[2i]+spans[2i+1]) elements
