@@ -128,7 +128,16 @@ func openParallel(cfg *Config, rt *cli.Runtime, f backendFactory, build func(ran
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r := range n {
-		wg.Go(func() { bes[r], errs[r] = build(r) })
+		wg.Go(func() {
+			be, err := build(r)
+			if err != nil {
+				// Never keep what a failed build returned: a constructor's typed nil (a nil
+				// *cuda.Backend) is a non-nil gpu.Backend, and closing it would dereference nil.
+				errs[r] = fmt.Errorf("rank %d: %w", r, err)
+				return
+			}
+			bes[r] = be
+		})
 	}
 	wg.Wait()
 	closeAll := func() {

@@ -32,7 +32,7 @@ type activations struct {
 	xs    []dptr // residual stream entering layer l (xs[L] leaves the last layer) [cap, H]
 	xf    dptr   // final RMSNorm output [cap, H]
 	rstdf dptr
-	a     dptr // o_proj / down_proj output before the residual add (the next RMSNorm adds the down projection's) [cap, H]
+	a     dptr // o_proj / down_proj output [cap, H] (the next RMSNorm adds the down projection to the stream)
 
 	dresid, dresidBF dptr // residual-stream gradient, fp32 and a bf16 copy [cap, H]
 	dxn, dh, dgu     dptr // [cap, H], [cap, I], [cap, 2I]
