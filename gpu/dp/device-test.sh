@@ -139,8 +139,8 @@ multi)
   stage fsdp2-1.7b-${ngpu}gpu 170 fsdp2-ngpu.log "${fsdp[@]}" --nproc_per_node "$ngpu" gpu/dp/pytorch/fsdp2_bench.py --config "$m17" --tokens-per-gpu "$T2_DP_TOKENS_PER_GPU" --skip-if-no-fit
   stage fsdp2-1.7b-1gpu 150 fsdp2-1gpu.log "${fsdp[@]}" --nproc_per_node 1 gpu/dp/pytorch/fsdp2_bench.py --config "$m17" --tokens-per-gpu "$T2_DP_TOKENS_PER_GPU" --skip-if-no-fit
   stage fsdp2-8b-${ngpu}gpu 120 memory-8b.log "${fsdp[@]}" --nproc_per_node "$ngpu" gpu/dp/pytorch/fsdp2_bench.py --config "$m8" --tokens-per-gpu "$T2_DP_TOKENS_PER_GPU" --skip-if-no-fit
-  # Last, with what is left: building 8B ranks takes ~36 s each, one after another (145 s for
-  # four on 4 × H200), then 8 steps of ~2.4 s.
+  # Last, with what is left: an 8B rank took ~36 s to build (four one after another: 145 s on
+  # 4 × H200; they are built concurrently since), then 8 steps of ~2.4 s.
   stage go-8b 400 memory-8b.log env T2_DP_MODEL="$m8" T2_DP_DEVICES="$all" T2_DP_SHAPES=tree,chain .devbin/dp.test "${bench[@]}"
   python3 gpu/dp/dpscale_summary.py --stages "$stages" --env "$env_txt" --out "$OUT/summary.md" --jsonl "$OUT/dpscale.jsonl" \
     "$OUT"/correctness.log "$OUT"/go-scale.log "$OUT"/memory-8b.log "$OUT"/fsdp2-1gpu.log "$OUT"/fsdp2-ngpu.log
