@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"tau2rl/gpu"
@@ -123,36 +122,16 @@ func openParallel(cfg *Config, rt *cli.Runtime, f backendFactory, build func(ran
 	if f.comms == nil || (hw != nil && f.hostComms == nil) {
 		return nil, fmt.Errorf("%w: backend %q has no collectives for data parallelism on this many hosts", cli.ErrUsage, cfg.Backend)
 	}
-	n := cfg.Parallel.rankCount()
-	bes := make([]gpu.Backend, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Go(func() {
-			be, err := build(r)
-			if err != nil {
-				// Never keep what a failed build returned: a constructor's typed nil (a nil
-				// *cuda.Backend) is a non-nil gpu.Backend, and closing it would dereference nil.
-				errs[r] = fmt.Errorf("rank %d: %w", r, err)
-				return
-			}
-			bes[r] = be
-		})
-	}
-	wg.Wait()
-	closeAll := func() {
-		for _, be := range bes {
-			if be != nil {
-				be.Close()
-			}
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		closeAll()
+	bes, err := dp.BuildRanks(cfg.Parallel.rankCount(), build)
+	if err != nil {
 		return nil, err
 	}
+	closeAll := func() {
+		for _, be := range bes {
+			be.Close()
+		}
+	}
 	var comms []collective.Comm
-	var err error
 	if hw != nil {
 		comms, err = f.hostComms(cfg, hw.id, hw.firstRank, hw.world)
 	} else {

@@ -6,12 +6,10 @@ package dp
 // `make gpu` then `go test -tags cuda -run 'CUDA|NCCL' ./gpu/dp/`). With NCCL_NVLS_ENABLE=0.
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"tau2rl/gpu"
@@ -84,34 +82,22 @@ func newNCCLGroup(w *gpu.Weights, opt cuda.Options, devices []int) (*Group, erro
 	if err != nil {
 		return nil, err
 	}
-	// The ranks are built concurrently, one goroutine per device, as tau2-trainer builds them
-	// (cmd/tau2-trainer openParallel): one after another, four Qwen3-8B ranks took 145 s.
-	bes := make([]gpu.Backend, len(devices))
-	errs := make([]error, len(devices))
-	var wg sync.WaitGroup
-	for i, dev := range devices {
+	bes, err := BuildRanks(len(devices), func(r int) (gpu.Backend, error) { // as tau2-trainer does
 		o := opt
-		o.Device = dev
-		wg.Go(func() {
-			be, err := cuda.NewShard(w, o, i, len(devices))
-			if err != nil {
-				errs[i] = fmt.Errorf("rank on device %d: %w", dev, err)
-				return
-			}
-			bes[i] = be
-		})
+		o.Device = devices[r]
+		be, err := cuda.NewShard(w, o, r, len(devices))
+		if err != nil {
+			return nil, fmt.Errorf("device %d: %w", devices[r], err)
+		}
+		return be, nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	wg.Wait()
 	closeAll := func() {
 		for _, be := range bes {
-			if be != nil {
-				be.Close()
-			}
+			be.Close()
 		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		closeAll()
-		return nil, err
 	}
 	comms, err := nccl.NewHost(id, 0, len(devices), devices)
 	if err != nil {
