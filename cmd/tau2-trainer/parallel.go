@@ -28,8 +28,9 @@ type ParallelConfig struct {
 	// memory): the same code path as several GPUs, for smoke runs and tests. 0 or 1: none.
 	Ranks int `yaml:"ranks"`
 	// ShardParameters also shards the working weights (ZeRO-3: each layer gathered right before
-	// use). Only the cpu backend implements it so far (docs/MULTIGPU.md); 1.7B and 8B on 80 GB
-	// GPUs do not need it. Default false.
+	// use). Only the cpu backend implements it so far (docs/MULTIGPU.md). CUDA ranks shard the
+	// optimizer state: 1.7B fits any count of 80 GB GPUs, 8B eight of them (7.5 B/param) or four
+	// H200s (9 B/param; measured, 90 GB per GPU), not four 80 GB ones. Default false.
 	ShardParameters bool `yaml:"shard_parameters"`
 	// Hosts is the number of hosts of the world, each running one tau2-trainer with the same
 	// model, parallel and actor settings and the same local rank count. Default 1. Host 0 (the
