@@ -736,7 +736,7 @@ func noStepReason(tr *proc.Proc, batch int) string {
 		sort.Strings(outcomes)
 		s += "; the trainer's groups by outcome: " + strings.Join(outcomes, ", ")
 	}
-	if why := lastLineWith(tr.Tail(200), "waiting for groups"); why != "" {
+	if why := lastLineWith(tr.Tail(200), trainerWaiting); why != "" {
 		s += "; its last word: " + why
 	}
 	return s

@@ -200,6 +200,10 @@ func (p *pipeline) watch(ctx context.Context, started time.Time) error {
 // stallHint is how long the trainer may go without a step before tau2-run passes on why.
 const stallHint = 2 * time.Minute
 
+// trainerWaiting is what the trainer's log line says while it has no batch to train on
+// (trainer/step logs it every 30 s with the ready groups, batch_size and what was dropped).
+const trainerWaiting = "waiting for groups"
+
 // stallWatch decides when to pass on why the trainer takes no step. A trainer without a step
 // says why in its log every 30 s ("waiting for groups", with ready groups against batch_size
 // and what was dropped); the watch passes that line on once per stall, after stallHint without
@@ -227,7 +231,7 @@ func (w *stallWatch) observe(now time.Time, steps float64, tail func() string) (
 		return "", 0
 	}
 	w.nextLook = now.Add(stallHint)
-	why := lastLineWith(tail(), "waiting for groups")
+	why := lastLineWith(tail(), trainerWaiting)
 	w.said = why != ""
 	return why, now.Sub(w.since)
 }

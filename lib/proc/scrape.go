@@ -99,12 +99,7 @@ func ParseBy(r io.Reader, metric, label string) (map[string]float64, error) {
 		return by, nil
 	}
 	for _, m := range f.GetMetric() {
-		v := ""
-		for _, l := range m.GetLabel() {
-			if l.GetName() == label {
-				v = l.GetValue()
-			}
-		}
+		v, _ := labelValue(m, label)
 		s := Sample{}
 		add(s, metric, f.GetType(), m)
 		by[v] += s[metric]
@@ -122,12 +117,18 @@ func parse(r io.Reader) (map[string]*dto.MetricFamily, error) {
 }
 
 func hasLabel(m *dto.Metric, label, value string) bool {
+	v, ok := labelValue(m, label)
+	return ok && v == value
+}
+
+// labelValue is m's value of label, and whether m has it.
+func labelValue(m *dto.Metric, label string) (string, bool) {
 	for _, l := range m.GetLabel() {
 		if l.GetName() == label {
-			return l.GetValue() == value
+			return l.GetValue(), true
 		}
 	}
-	return false
+	return "", false
 }
 
 func add(s Sample, name string, typ dto.MetricType, m *dto.Metric) {

@@ -430,7 +430,7 @@ func (t *Trainer) reportWaiting() {
 		args = append(args, "hint", "groups whose members all have the same reward carry no GRPO signal and are dropped "+
 			"(actor.advantage.drop_equal_rewards=false keeps them)")
 	}
-	t.d.Log.Info("waiting for groups", args...)
+	t.d.Log.Info("waiting for groups", args...) // cmd/tau2-run passes this line on by its words
 	t.lastProgress = now
 	clear(t.dropped)
 }
