@@ -247,6 +247,10 @@ func (b *Backend) layout() error {
 	if b.partial, err = b.alloc(4 * C.T2_NORM_BLOCKS); err != nil {
 		return err
 	}
+	// The zeroed gradients count as stale, as after a Step: the first backward pass overwrites
+	// them like every optimizer step's first, so it runs the same GEMMs (beta = 0) from the start
+	// and Options.GEMM "tuned" finds every plan a training step uses in its first step.
+	b.gradsStale = true
 	return b.allocNormSpans()
 }
 
