@@ -33,8 +33,10 @@ type Sharder interface {
 	// a backend built as that rank already (cuda.NewShard, which never holds the whole optimizer
 	// state) returns its shard unchanged.
 	Shard(rank, world int) (Shard, error)
-	// GradBuffer is the full flat fp32 gradient accumulated by Backward since the last step.
-	GradBuffer() collective.Buffer
+	// GradBuffer is the full flat fp32 gradient accumulated by Backward since the last step (all
+	// zeros on a rank that ran none: a backend that left the last step's values in place, as
+	// gpu/cuda's ShardStep does, zeroes them here).
+	GradBuffer() (collective.Buffer, error)
 	// GradShard is the fp32 buffer of Shard.Len elements the reduce-scatter writes into.
 	GradShard() collective.Buffer
 	// ParamShard returns the all-gather of the working weights: this rank's block (own) of the
@@ -44,7 +46,8 @@ type Sharder interface {
 	ShardSumSq() (float64, error)
 	// ShardStep applies one AdamW step (torch.optim.AdamW, as Step) to the shard with the gradient
 	// GradShard·gradScale, writes the updated weights into its block of the working weights, and
-	// zeroes GradBuffer.
+	// leaves GradBuffer standing for zero: gpu/cpu zeroes it; gpu/cuda leaves the values for the
+	// next Backward to overwrite (or GradBuffer to zero), as its Step does.
 	ShardStep(opt Optimizer, gradScale float64) error
 	// ZeroGrads zeroes GradBuffer and drops the last Forward (a skipped step).
 	ZeroGrads() error

@@ -74,7 +74,9 @@ func (b *Backend) sharded() error {
 }
 
 // GradBuffer is the full (padded) gradient accumulator.
-func (b *Backend) GradBuffer() collective.Buffer { return collective.HostBuffer(b.m.grads) }
+func (b *Backend) GradBuffer() (collective.Buffer, error) {
+	return collective.HostBuffer(b.m.grads), nil
+}
 
 // GradShard receives the reduce-scattered gradient of the shard: the shard's own block of
 // GradBuffer (an in-place reduce-scatter, no extra memory).

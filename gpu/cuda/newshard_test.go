@@ -4,7 +4,10 @@ package cuda
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
+
+	"tau2rl/gpu"
 )
 
 // TestNewShardEqualsShard: a rank built sharded (NewShard) is the backend New followed by Shard
@@ -71,5 +74,79 @@ func TestNewShardEqualsShard(t *testing.T) {
 	}
 	if _, err := NewShard(w, DefaultOptions(), 2, 2); err == nil {
 		t.Fatal("rank 2 of 2 accepted")
+	}
+}
+
+// TestShardStepLeavesGradientsStale: ShardStep leaves the gradient accumulator for the next Backward
+// to overwrite (gradsStale), as Step does, instead of zeroing it. A rank that then runs no Backward
+// (an idle data-parallel rank) must still add zeros to the reduce-scatter: GradBuffer zeroes the
+// stale values. A rank that does run one must hold exactly that pass's gradients, as a fresh rank
+// would. The raw buffer is read here, not Gradients(), which zeroes a stale buffer itself.
+func TestShardStepLeavesGradientsStale(t *testing.T) {
+	cfg := smallConfig()
+	w := testWeights(t, cfg, 23)
+	rng := rand.New(rand.NewPCG(5, 6))
+	var trees []packed
+	var dls [][]float32
+	for range 2 {
+		seqs := groupSequences(rng, cfg.VocabSize, 2, 2, 60, 25)
+		p := buildTree(seqs)
+		trees, dls = append(trees, p), append(dls, p.dlogp(seqWeights(rng, seqs)))
+	}
+	keep := gpu.Optimizer{LR: 0, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8} // the weights stay as they are
+	rank := func() *Backend {
+		b, err := NewShard(w, DefaultOptions(), 0, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b
+	}
+	read := func(b *Backend) []float32 {
+		buf, err := b.GradBuffer()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]float32, buf.N)
+		if err := b.enter(); err != nil {
+			t.Fatal(err)
+		}
+		defer b.leave()
+		if err := d2hF32(out, buf.Ptr); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	nonzero := func(x []float32) (n int) {
+		for _, v := range x {
+			if v != 0 {
+				n++
+			}
+		}
+		return n
+	}
+
+	b := rank()
+	cudaFB(t, b, trees[0].mb, dls[0])
+	if nonzero(read(b)) == 0 {
+		t.Fatal("the backward pass wrote no gradient")
+	}
+	if err := b.ShardStep(keep, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := nonzero(read(b)); n != 0 {
+		t.Fatalf("an idle rank after ShardStep: GradBuffer has %d nonzero elements, want all zero", n)
+	}
+
+	cudaFB(t, b, trees[0].mb, dls[0])
+	if err := b.ShardStep(keep, 1); err != nil {
+		t.Fatal(err)
+	}
+	cudaFB(t, b, trees[1].mb, dls[1])
+	fresh := rank()
+	cudaFB(t, fresh, trees[1].mb, dls[1])
+	got, want := read(b), read(fresh)
+	if e := relErr(got, want); e > tolExactRel*100 || math.IsNaN(e) {
+		t.Fatalf("the backward pass after ShardStep: relative error %.3g against a fresh rank's gradients", e)
 	}
 }

@@ -135,9 +135,18 @@ func (b *Backend) sharded() error {
 	return nil
 }
 
-// GradBuffer is the full (padded) fp32 gradient accumulator on the device.
-func (b *Backend) GradBuffer() collective.Buffer {
-	return collective.DeviceBuffer(b.grad, b.total, collective.F32)
+// GradBuffer is the full (padded) fp32 gradient accumulator on the device. A rank that ran no
+// Backward since its last ShardStep still holds that step's values (gradsStale): they are zeroed
+// here, so its share of the reduce-scatter is zero.
+func (b *Backend) GradBuffer() (collective.Buffer, error) {
+	if err := b.enter(); err != nil {
+		return collective.Buffer{}, err
+	}
+	defer b.leave()
+	if err := b.clearStaleGrads(); err != nil {
+		return collective.Buffer{}, err
+	}
+	return collective.DeviceBuffer(b.grad, b.total, collective.F32), nil
 }
 
 // GradShard is the shard's block of the accumulator: the reduce-scatter runs in place.
@@ -165,7 +174,9 @@ func (b *Backend) ShardSumSq() (float64, error) {
 }
 
 // ShardStep runs the AdamW kernel over the shard (master, moments, and the shard's bf16 working
-// weights) and zeroes the whole gradient accumulator.
+// weights) and leaves the gradient accumulator stale, as Step does (gradsStale): the next Backward
+// overwrites it, and GradBuffer zeroes it on a rank that runs none. The memset this replaces wrote
+// 4 bytes per parameter on every rank each step (6.9 GB at 1.7B, 33 GB at 8B).
 func (b *Backend) ShardStep(opt gpu.Optimizer, gradScale float64) error {
 	if err := b.sharded(); err != nil {
 		return err
@@ -188,8 +199,11 @@ func (b *Backend) ShardStep(opt gpu.Optimizer, gradScale float64) error {
 			C.float(opt.LR), C.float(opt.Beta1), C.float(opt.Beta2), C.float(opt.Eps), C.float(opt.WeightDecay),
 			C.float(gradScale), C.float(bc1), C.float(bc2))
 	})
-	s.do("zero gradients", func() C.t2_status { return C.t2_memset(b.grad, 0, csz(4*b.total)) })
-	return s.finish("adamw (shard)")
+	if err := s.finish("adamw (shard)"); err != nil {
+		return err
+	}
+	b.gradsStale = true
+	return nil
 }
 
 // ZeroGrads zeroes the gradient accumulator and drops the last Forward.

@@ -318,7 +318,11 @@ func (g *Group) Step(opt gpu.Optimizer) (float64, error) {
 	}
 	sumsq := make([]float64, len(g.ranks))
 	err := g.collective("gradient reduce-scatter", func(i int, r *rank) error {
-		if err := r.comm.ReduceScatterSum(r.sh.GradBuffer(), r.sh.GradShard()); err != nil {
+		full, err := r.sh.GradBuffer()
+		if err != nil {
+			return err
+		}
+		if err := r.comm.ReduceScatterSum(full, r.sh.GradShard()); err != nil {
 			return err
 		}
 		ss, err := r.sh.ShardSumSq()
