@@ -53,7 +53,7 @@ if has test; then
 fi
 if has sanitize; then
   for tool in ${T2_SAN_TOOLS:-memcheck racecheck}; do
-    tests='TestMatchesCPUReference|TestRecomputeAndChunking|TestStepIsAdamW|TestGradientsAfterStep'
+    tests='TestMatchesCPUReference|TestRecomputeAndChunking|TestStepIsAdamW|TestGradientsAfterStep|TestShardStepLeavesGradientsStale'
     [[ $tool == racecheck ]] && tests='TestRecomputeAndChunking|TestStepIsAdamW'
     tests=${T2_SAN_RUN:-$tests}
     timeout ${T_SAN:-240} compute-sanitizer --tool $tool --error-exitcode 3 $testbin -test.count=1 \
