@@ -13,7 +13,8 @@
 # T2_SAN_RUN and T2_BENCH_RUN (Go test/benchmark regexps), T2_SAN_TOOLS (default "memcheck
 # racecheck"), T2_BENCH_SHAPES and T2_TORCH_SHAPES narrow the stages. The bench stage samples the
 # clocks and power while it runs (clocks-bench$T2_CLOCKS_TAG.csv; T2_CLOCKS_TAG names a second
-# bench run in the same $OUT).
+# bench run in the same $OUT); `go run ./gpu/cuda/powertrace/powerplot -o FIG.png FILE.csv` draws
+# one where Go is.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-report}
@@ -66,6 +67,8 @@ fi
 # $OUT/clocks-NAME.csv, then prints one line over the busy samples (power above a third of the
 # limit): median and 10th-percentile SM clock, median power, and the share of samples the driver
 # marked as held back by the software power cap (reason bit 0x4) or by heat (0x20, 0x40, 0x8).
+# gpu/cuda/powertrace computes the same line in Go (its test holds the two to one golden file);
+# this copy stays in Python because the GPU machine has no Go.
 # Kernels timed alone and inside a training step run at different clocks when the step is
 # power-bound; this is what tells the two apart.
 clocks() {
