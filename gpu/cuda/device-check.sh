@@ -16,7 +16,8 @@
 # bench run in the same $OUT); `go run ./gpu/cuda/powertrace/powerplot -o FIG.png FILE.csv` draws
 # one where Go is.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+here=$(cd "$(dirname "$0")" && pwd) # gpu/cuda, for sample-clocks.sh after the cd below
+cd "$here/../.."
 OUT=${OUT:-$PWD/gpu-report}
 mkdir -p "$OUT"
 export T2_REPORT_DIR=$OUT PYTHONUNBUFFERED=1
@@ -62,8 +63,8 @@ if has sanitize; then
     echo "compute-sanitizer $tool exit $?"; grep -E 'SUMMARY|^(ok|PASS|FAIL|--- FAIL)' "$OUT/sanitize-$tool.log" | tail -4
   done
 fi
-# clocks NAME CMD...: runs CMD while nvidia-smi samples the SM clock, power draw and the clock-event
-# reasons every 50 ms (reading only; the clocks stay as the machine has them) into
+# clocks NAME CMD...: runs CMD under sample-clocks.sh (nvidia-smi reads the SM clock, power draw
+# and the clock-event reasons every 50 ms; the clocks stay as the machine has them) into
 # $OUT/clocks-NAME.csv, then prints one line over the busy samples (power above a third of the
 # limit): median and 10th-percentile SM clock, median power, and the share of samples the driver
 # marked as held back by the software power cap (reason bit 0x4) or by heat (0x20, 0x40, 0x8).
@@ -72,15 +73,10 @@ fi
 # Kernels timed alone and inside a training step run at different clocks when the step is
 # power-bound; this is what tells the two apart.
 clocks() {
-  local name=$1 csv="$OUT/clocks-$1.csv" q pid
+  local name=$1 csv="$OUT/clocks-$1.csv" rc
   shift
-  q=timestamp,clocks.sm,power.draw,power.limit,temperature.gpu,clocks_event_reasons.active
-  nvidia-smi --query-gpu=$q --format=csv,noheader,nounits -i 0 >/dev/null 2>&1 || q=${q/clocks_event/clocks_throttle}
-  nvidia-smi --query-gpu=$q --format=csv,noheader,nounits -i 0 -lms 50 >"$csv" 2>/dev/null &
-  pid=$!
-  "$@"
-  local rc=$?
-  kill $pid 2>/dev/null; wait $pid 2>/dev/null
+  bash "$here/sample-clocks.sh" "$csv" "$@"
+  rc=$?
   python3 - "$csv" "$name" <<'PY'
 import statistics, sys
 rows = []

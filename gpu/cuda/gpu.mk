@@ -27,6 +27,7 @@ GPU_OBJ := $(patsubst $(GPU_DIR)/csrc/%.cu,$(GPU_DIR)/build/%.o,$(GPU_SRC))
 GPU_LIB := $(GPU_DIR)/build/libt2cuda.a
 GPU_CGO_LDFLAGS := $(if $(wildcard $(CUDA_HOME)/lib64),-L$(CUDA_HOME)/lib64)
 GPU_BENCHTIME ?= 5x
+GPU_BENCH_TITLE ?= make gpu-bench: SM clock and power during the Go benchmarks
 
 # NCCL: headers and library from NCCL_HOME (default: the nvidia-nccl wheel next to PyTorch, else
 # CUDA_HOME). The wheel ships libnccl.so.2 without the libnccl.so link the linker looks for, so the
@@ -75,10 +76,19 @@ gpu-dp-test: gpu
 gpu-test: gpu
 	CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(NCCL_CGO_LDFLAGS) $(CGO_LDFLAGS)" go test -tags cuda -count=1 -v ./gpu/cuda/
 
+# gpu-bench writes its records (go_bench.jsonl, torch_bench.json, profiles with T2_PROFILE=1) and
+# the GPU's clock and power samples over the Go benchmarks (clocks-bench.csv, drawn as
+# clocks-bench.png, summarized on the terminal) into GPU_REPORT: the step is power-bound on
+# H100/H200, and a number means little without the clock it ran at (docs/PERFORMANCE.md).
+GPU_REPORT ?= gpu-report
 gpu-bench: gpu
-	CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(NCCL_CGO_LDFLAGS) $(CGO_LDFLAGS)" go test -tags cuda -count=1 -run '^$$' \
-		-bench . -benchtime $(GPU_BENCHTIME) -timeout 60m ./gpu/cuda/
-	python3 $(GPU_DIR)/pytorch/bench.py
+	mkdir -p $(GPU_REPORT)
+	T2_REPORT_DIR=$(abspath $(GPU_REPORT)) CGO_ENABLED=1 CGO_LDFLAGS="$(GPU_CGO_LDFLAGS) $(NCCL_CGO_LDFLAGS) $(CGO_LDFLAGS)" \
+		bash $(GPU_DIR)/sample-clocks.sh $(GPU_REPORT)/clocks-bench.csv \
+		go test -tags cuda -count=1 -run '^$$' -bench . -benchtime $(GPU_BENCHTIME) -timeout 60m ./gpu/cuda/
+	go run ./gpu/cuda/powertrace/powerplot -o $(GPU_REPORT)/clocks-bench.png \
+		-title "$(GPU_BENCH_TITLE)" $(GPU_REPORT)/clocks-bench.csv
+	T2_REPORT_DIR=$(abspath $(GPU_REPORT)) python3 $(GPU_DIR)/pytorch/bench.py
 
 gpu-clean:
 	rm -rf $(GPU_DIR)/build $(NCCL_GO_DIR)/build
