@@ -12,9 +12,10 @@
 #
 # No CUDA is needed here: the cuda-tagged binaries link libt2cuda.so dynamically, and at link time
 # gpu/stub-libs.sh's stand-ins satisfy the linker (the kernels' library generated from
-# csrc/t2cuda.h, empty cuBLAS/cudart/NCCL ones that --as-needed drops). On the GPU machine, deploy/scripts/learn-prebuilt.sh builds the real
-# libt2cuda.so and libt2nccl.so with nvcc from the same sources and puts them on LD_LIBRARY_PATH,
-# so the binaries run the real kernels. A machine with Go and nvcc needs none of this: `make gpu-trainer gpu-sampler`.
+# csrc/t2cuda.h, empty cuBLAS/cudart/NCCL ones that --as-needed drops). On the GPU machine,
+# deploy/scripts/learn-prebuilt.sh builds the real libt2cuda.so and libt2nccl.so with nvcc from the
+# same sources and puts them on LD_LIBRARY_PATH, so the binaries run the real kernels. A machine
+# with Go and nvcc needs none of this: `make gpu-trainer gpu-sampler`.
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"

@@ -244,14 +244,26 @@ func (b *Backend) layout() error {
 			return fmt.Errorf("cuda: zero parameters: %w", err)
 		}
 	}
+	return b.allocStepState()
+}
+
+// allocStepState allocates what the optimizer step and the lazy gradient zeroing need beside the
+// flat buffers (the norm's partial sums; the norm-weight spans of t2_zero_spans) and marks the
+// new gradient buffer stale, as after a Step: the first backward pass overwrites it like every
+// optimizer step's first, so it runs the same GEMMs (beta = 0) from the start and Options.GEMM
+// "tuned" finds every plan a training step uses in its first step. New and NewShard share it.
+// (The gradient buffer is still zeroed when it is allocated: the alignment gaps between tensors
+// and a shard's padding are never written by a backward pass, and the reduce-scatter reads them.)
+func (b *Backend) allocStepState() error {
+	var err error
 	if b.partial, err = b.alloc(4 * C.T2_NORM_BLOCKS); err != nil {
 		return err
 	}
-	// The zeroed gradients count as stale, as after a Step: the first backward pass overwrites
-	// them like every optimizer step's first, so it runs the same GEMMs (beta = 0) from the start
-	// and Options.GEMM "tuned" finds every plan a training step uses in its first step.
+	if err := b.allocNormSpans(); err != nil {
+		return err
+	}
 	b.gradsStale = true
-	return b.allocNormSpans()
+	return nil
 }
 
 // allocNormSpans uploads the (offset, length) pairs of the gradient tensors that kernels

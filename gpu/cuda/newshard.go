@@ -53,10 +53,7 @@ func NewShard(w *gpu.Weights, opt Options, rank, world int) (*Backend, error) {
 			return nil, fmt.Errorf("cuda: rank %d of %d: %w", rank, world, err)
 		}
 	}
-	if b.partial, err = b.alloc(4 * C.T2_NORM_BLOCKS); err == nil {
-		err = b.allocNormSpans()
-	}
-	if err != nil {
+	if err := b.allocStepState(); err != nil {
 		b.Close()
 		return nil, err
 	}

@@ -133,11 +133,7 @@ func (b *Backend) uploadOptState(f *safetensors.File, step int) error {
 	if err := statusErr(C.t2_f32_to_bf16(b.param, f32p(b.master), csz(b.total))); err != nil {
 		errs = append(errs, fmt.Errorf("bf16 copy of the weights: %w", err))
 	}
-	if err := memset0(b.grad, 4*b.total); err != nil {
-		errs = append(errs, fmt.Errorf("zero gradients: %w", err))
-	} else {
-		b.gradsStale = false
-	}
+	b.gradsStale = true // the loaded step starts with no gradient, as after a Step
 	if err := syncDevice(); err != nil {
 		errs = append(errs, err)
 	}

@@ -59,8 +59,8 @@ func (b *Backend) Shard(rank, world int) (gpu.Shard, error) {
 		}
 		return gpu.Shard{}, fmt.Errorf("cuda: backend is already rank %d of %d", b.shard.Rank, b.shard.World)
 	}
-	// The gradients move to the padded buffer below; a sharded backend never leaves them stale
-	// (ShardStep zeroes them, and Step, which leaves them, refuses sharded backends).
+	// The gradients move to the padded buffer below, so their values must be real ones: a stale
+	// buffer (after a Step, or a new backend's) is zeroed first.
 	if err := b.clearStaleGrads(); err != nil {
 		return gpu.Shard{}, err
 	}
@@ -206,18 +206,17 @@ func (b *Backend) ShardStep(opt gpu.Optimizer, gradScale float64) error {
 	return nil
 }
 
-// ZeroGrads zeroes the gradient accumulator and drops the last Forward.
+// ZeroGrads zeroes the gradient accumulator and drops the last Forward. The zeroing is lazy, as
+// after a Step (gradsStale): the next backward pass overwrites the buffer, and any other reader
+// clears it first (clearStaleGrads, the one place that writes the zeros).
 func (b *Backend) ZeroGrads() error {
 	if err := b.enter(); err != nil {
 		return err
 	}
 	defer b.leave()
 	b.haveForward = false
-	if err := memset0(b.grad, 4*b.total); err != nil {
-		return fmt.Errorf("cuda: zero gradients: %w", err)
-	}
-	b.gradsStale = false
-	return syncDevice()
+	b.gradsStale = true
+	return nil
 }
 
 // ShardState copies the shard's master weights, moments and step count to the host.

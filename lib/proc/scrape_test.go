@@ -28,7 +28,6 @@ q_count 8
 `
 
 func TestParseSample(t *testing.T) {
-	text := exposition
 	for _, c := range []struct {
 		name, label, value string
 		want               proc.Sample
@@ -38,7 +37,7 @@ func TestParseSample(t *testing.T) {
 		{"no series match", "outcome", "nothing", proc.Sample{}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := proc.ParseSample(strings.NewReader(text), c.label, c.value)
+			got, err := proc.ParseSample(strings.NewReader(exposition), c.label, c.value)
 			if err != nil {
 				t.Fatal(err)
 			}

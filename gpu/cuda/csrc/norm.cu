@@ -37,6 +37,11 @@ __device__ __forceinline__ uint4 ld8f(const float *p) {
     return make_uint4(pack2(a.x, a.y), pack2(a.z, a.w), pack2(b.x, b.y), pack2(b.z, b.w));
 }
 __device__ __forceinline__ void st8(bf16 *p, const uint4 &u) { *reinterpret_cast<uint4 *>(p) = u; }
+/* 4 bf16 as one 8-byte access and 4 fp32 as one 16-byte access (the RMSNorm backward's quads) */
+__device__ __forceinline__ uint2 ld4(const bf16 *p) { return *reinterpret_cast<const uint2 *>(p); }
+__device__ __forceinline__ void st4(bf16 *p, const uint2 &u) { *reinterpret_cast<uint2 *>(p) = u; }
+__device__ __forceinline__ float4 ld4f(const float *p) { return *reinterpret_cast<const float4 *>(p); }
+__device__ __forceinline__ void st4f(float *p, const float4 &v) { *reinterpret_cast<float4 *>(p) = v; }
 
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -239,7 +244,7 @@ __global__ void __launch_bounds__(NORM_THREADS)
 #pragma unroll
     for (int j = 0; j < Q; ++j) {
         const int qi = j * GT + gt;
-        wv[j] = qi < nq ? *reinterpret_cast<const uint2 *>(w + (size_t)qi * 4) : make_uint2(0, 0);
+        wv[j] = qi < nq ? ld4(w + (size_t)qi * 4) : make_uint2(0, 0);
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
     }
@@ -255,9 +260,9 @@ __global__ void __launch_bounds__(NORM_THREADS)
         for (int j = 0; j < Q; ++j) {
             const int qi = j * GT + gt;
             const bool on = ok && qi < nq;
-            xv[j] = on ? *reinterpret_cast<const uint2 *>(x + ro + (size_t)qi * 4) : make_uint2(0, 0);
-            gv[j] = on ? *reinterpret_cast<const uint2 *>(dout + ro + (size_t)qi * 4) : make_uint2(0, 0);
-            gr[j] = on ? *reinterpret_cast<const float4 *>(dresid + ro + (size_t)qi * 4) : make_float4(0.f, 0.f, 0.f, 0.f);
+            xv[j] = on ? ld4(x + ro + (size_t)qi * 4) : make_uint2(0, 0);
+            gv[j] = on ? ld4(dout + ro + (size_t)qi * 4) : make_uint2(0, 0);
+            gr[j] = on ? ld4f(dresid + ro + (size_t)qi * 4) : make_float4(0.f, 0.f, 0.f, 0.f);
         }
         float dot = 0.f; /* Σ dx̂·x̂ */
 #pragma unroll
@@ -291,8 +296,8 @@ __global__ void __launch_bounds__(NORM_THREADS)
                 const float dxh = rbf(gf[e] * wf[e]);
                 v[e] = v[e] + rs * (dxh - xh * dot);
             }
-            *reinterpret_cast<float4 *>(dresid + ro + (size_t)qi * 4) = make_float4(v[0], v[1], v[2], v[3]);
-            if (dresid_bf16) *reinterpret_cast<uint2 *>(dresid_bf16 + ro + (size_t)qi * 4) = pack4(v);
+            st4f(dresid + ro + (size_t)qi * 4, make_float4(v[0], v[1], v[2], v[3]));
+            if (dresid_bf16) st4(dresid_bf16 + ro + (size_t)qi * 4, pack4(v));
         }
     }
     __syncthreads(); /* sdw zeroed */

@@ -36,50 +36,27 @@ func Draw(path, title string, samples []Sample) error {
 		return fmt.Errorf("powertrace: draw %s: want a .svg or .png file", path)
 	}
 	clock, capped, power, limit := series(samples)
-
-	top := plot.New()
-	top.Title.Text = title
-	top.Y.Label.Text = "SM clock (MHz)"
-	top.Y.Min = 0
-	l, err := plotter.NewLine(clock)
-	if err != nil {
-		return fmt.Errorf("powertrace: clock line: %w", err)
-	}
-	l.Color = clockColor
-	top.Add(l)
-	top.Legend.Add("SM clock", l)
-	if len(capped) > 0 {
-		sc, err := plotter.NewScatter(capped)
-		if err != nil {
-			return fmt.Errorf("powertrace: capped points: %w", err)
+	top, bottom := panel(title, "", "SM clock (MHz)"), panel("", "seconds", "power (W)")
+	err := addLine(top, "SM clock", clock, clockColor, nil)
+	if err == nil && len(capped) > 0 {
+		var sc *plotter.Scatter
+		if sc, err = plotter.NewScatter(capped); err == nil {
+			sc.Color, sc.Radius = cappedColor, vg.Points(1.2)
+			top.Add(sc)
+			top.Legend.Add("held down by the power cap", sc)
 		}
-		sc.Color, sc.Radius = cappedColor, vg.Points(1.2)
-		top.Add(sc)
-		top.Legend.Add("held down by the power cap", sc)
 	}
-	top.Legend.Top, top.Legend.Left = false, true
-
-	bottom := plot.New()
-	bottom.X.Label.Text = "seconds"
-	bottom.Y.Label.Text = "power (W)"
-	bottom.Y.Min = 0
-	pl, err := plotter.NewLine(power)
+	if err == nil {
+		err = addLine(bottom, "draw", power, powerColor, nil)
+	}
+	if err == nil {
+		err = addLine(bottom, "limit", limit, limitColor, []vg.Length{vg.Points(4), vg.Points(3)})
+	}
 	if err != nil {
-		return fmt.Errorf("powertrace: power line: %w", err)
+		return fmt.Errorf("powertrace: draw %s: %w", path, err)
 	}
-	pl.Color = powerColor
-	ll, err := plotter.NewLine(limit)
-	if err != nil {
-		return fmt.Errorf("powertrace: limit line: %w", err)
-	}
-	ll.Color, ll.Dashes = limitColor, []vg.Length{vg.Points(4), vg.Points(3)}
-	bottom.Add(pl, ll)
-	bottom.Legend.Add("draw", pl)
-	bottom.Legend.Add("limit", ll)
-	bottom.Legend.Top, bottom.Legend.Left = false, true
 	for _, p := range []*plot.Plot{top, bottom} { // the same time axis on both panels
 		p.X.Min, p.X.Max = 0, clock[len(clock)-1].X
-		p.X.Tick.Marker = wholeTicks{}
 	}
 
 	w, h := 8*vg.Inch, 5*vg.Inch
@@ -110,6 +87,28 @@ func Draw(path, title string, samples []Sample) error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("powertrace: write %s: %w", path, err)
 	}
+	return nil
+}
+
+// panel is one of the figure's two plots: y from 0, whole-number ticks, the legend bottom left.
+func panel(title, x, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, x, y
+	p.Y.Min = 0
+	p.X.Tick.Marker = wholeTicks{}
+	p.Legend.Top, p.Legend.Left = false, true
+	return p
+}
+
+// addLine adds a named line to p (dashed when dashes is not nil).
+func addLine(p *plot.Plot, name string, pts plotter.XYs, c color.Color, dashes []vg.Length) error {
+	l, err := plotter.NewLine(pts)
+	if err != nil {
+		return fmt.Errorf("%s line: %w", name, err)
+	}
+	l.Color, l.Dashes = c, dashes
+	p.Add(l)
+	p.Legend.Add(name, l)
 	return nil
 }
 

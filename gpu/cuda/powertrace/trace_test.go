@@ -3,6 +3,7 @@ package powertrace
 import (
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -83,6 +84,40 @@ func TestSummaryMatchesDeviceCheck(t *testing.T) {
 	}
 	if got := s.String(); got != strings.TrimSpace(string(want)) {
 		t.Fatalf("summary\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestDeviceCheckSummaryMatchesGolden runs device-check.sh's own summary (the Python between its
+// <<'PY' and PY lines) over the same trace: the golden line TestSummaryMatchesDeviceCheck holds
+// the Go summary to is what that script prints, so the two cannot drift apart unnoticed.
+func TestDeviceCheckSummaryMatchesGolden(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 to run device-check.sh's summary")
+	}
+	script, err := os.ReadFile(filepath.Join("..", "device-check.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, ok := strings.Cut(string(script), "<<'PY'\n")
+	if ok {
+		body, _, ok = strings.Cut(body, "\nPY\n")
+	}
+	if !ok {
+		t.Fatal("device-check.sh has no <<'PY' … PY summary")
+	}
+	cmd := exec.Command(py, "-", filepath.Join("testdata", "h100-step.csv"), "step")
+	cmd.Stdin = strings.NewReader(body)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("device-check.sh's summary: %v\n%s", err, out)
+	}
+	want, err := os.ReadFile(filepath.Join("testdata", "h100-step.summary"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(out)); got != "clocks step: "+strings.TrimSpace(string(want)) {
+		t.Fatalf("device-check.sh prints\n%s\nthe golden line is\n%s", got, want)
 	}
 }
 
