@@ -12,8 +12,8 @@ import (
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/lib/durable"
 	"tau2rl/lib/inference/llm"
-	"tau2rl/lib/tau2/data"
-	"tau2rl/lib/tau2/evaluator"
+	"tau2rl/tau2/data"
+	"tau2rl/tau2/evaluator"
 )
 
 func init() {

@@ -14,7 +14,7 @@ import (
 
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/cmd/internal/clitest"
-	"tau2rl/lib/tau2/tau2test"
+	"tau2rl/tau2/tau2test"
 )
 
 func TestSplitArgs(t *testing.T) {

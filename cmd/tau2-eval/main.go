@@ -16,12 +16,8 @@ import (
 	"strings"
 
 	"tau2rl/cmd/internal/cli"
-
-	// The τ² domains grading can build.
-	_ "tau2rl/lib/tau2/airline"
-	_ "tau2rl/lib/tau2/mock"
-	_ "tau2rl/lib/tau2/retail"
-	_ "tau2rl/lib/tau2/telecom"
+	// Every τ² domain registers itself with the environment registry.
+	_ "tau2rl/tau2/domains"
 )
 
 // command is one sub-command: main hands it the arguments after its name.

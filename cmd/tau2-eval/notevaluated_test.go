@@ -11,11 +11,11 @@ import (
 
 	"tau2rl/lib/inference/llm"
 	"tau2rl/lib/inference/llmtest"
+	"tau2rl/lib/inference/scripted"
 	"tau2rl/lib/inference/tokenizer/tokenizertest"
-	"tau2rl/lib/tau2/episode"
-	"tau2rl/lib/tau2/evaluator"
-	"tau2rl/lib/tau2/tau2test"
-	"tau2rl/producers/scripted"
+	"tau2rl/tau2/episode"
+	"tau2rl/tau2/evaluator"
+	"tau2rl/tau2/tau2test"
 )
 
 // TestRetailWithoutJudgeThenGradeWithJudge runs a retail task whose basis

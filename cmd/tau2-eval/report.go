@@ -11,8 +11,8 @@ import (
 
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/consumers/dataset"
-	"tau2rl/lib/tau2/evaluator"
 	"tau2rl/schemas"
+	"tau2rl/tau2/evaluator"
 )
 
 func init() {

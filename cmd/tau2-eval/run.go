@@ -12,14 +12,14 @@ import (
 	"time"
 
 	"tau2rl/cmd/internal/cli"
-	"tau2rl/lib/tau2/data"
-	"tau2rl/lib/tau2/env"
-	"tau2rl/lib/tau2/episode"
-	"tau2rl/lib/tau2/evaluator"
-	"tau2rl/lib/tau2/evaluator/goldgen"
-	"tau2rl/lib/tau2/pyjson"
 	"tau2rl/lib/uuid"
 	"tau2rl/schemas"
+	"tau2rl/tau2/data"
+	"tau2rl/tau2/env"
+	"tau2rl/tau2/episode"
+	"tau2rl/tau2/evaluator"
+	"tau2rl/tau2/evaluator/goldgen"
+	"tau2rl/tau2/pyjson"
 )
 
 func init() {

@@ -17,13 +17,13 @@ import (
 	"tau2rl/consumers/dataset"
 	"tau2rl/lib/inference/llm"
 	"tau2rl/lib/inference/llmtest"
+	"tau2rl/lib/inference/scripted"
 	"tau2rl/lib/inference/tokenizer/tokenizertest"
-	"tau2rl/lib/tau2/episode"
-	"tau2rl/lib/tau2/evaluator"
-	"tau2rl/lib/tau2/tau2test"
 	"tau2rl/lib/uuid"
-	"tau2rl/producers/scripted"
 	"tau2rl/schemas"
+	"tau2rl/tau2/episode"
+	"tau2rl/tau2/evaluator"
+	"tau2rl/tau2/tau2test"
 )
 
 func scriptedURL(t *testing.T) (string, string) {

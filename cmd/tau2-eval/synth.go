@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"tau2rl/cmd/internal/cli"
-	"tau2rl/lib/tau2/data"
-	"tau2rl/lib/tau2/evaluator/goldgen"
+	"tau2rl/tau2/data"
+	"tau2rl/tau2/evaluator/goldgen"
 )
 
 func init() {

@@ -1,7 +1,7 @@
 // Command tau2-producer runs τ²-bench episodes for rollout requests and
 // publishes scored trajectories to Kafka (mode tau2), or publishes SYNTHETIC
 // load (mode synthetic). It is wiring only: the work is in producers/rollout
-// (service), lib/tau2/episode (orchestrator) and producers/synthetic.
+// (service), tau2/episode (orchestrator) and producers/synthetic.
 package main
 
 import (
@@ -15,9 +15,9 @@ import (
 
 	"tau2rl/cmd/internal/cli"
 	tkafka "tau2rl/lib/stream/kafka"
-	"tau2rl/lib/tau2/episode"
 	"tau2rl/producers/rollout"
 	"tau2rl/producers/synthetic"
+	"tau2rl/tau2/episode"
 )
 
 const usage = `tau2-producer — τ²-bench rollout producer (tau2rl)

@@ -11,12 +11,12 @@ import (
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/cmd/internal/clitest"
 	"tau2rl/lib/inference/llmtest"
+	"tau2rl/lib/inference/scripted"
 	"tau2rl/lib/inference/tokenizer"
 	"tau2rl/lib/inference/tokenizer/tokenizertest"
 	"tau2rl/lib/stream/embedded"
 	tkafka "tau2rl/lib/stream/kafka"
-	"tau2rl/lib/tau2/tau2test"
-	"tau2rl/producers/scripted"
+	"tau2rl/tau2/tau2test"
 )
 
 // example returns the arguments of the --help example that follows the comment line containing

@@ -16,9 +16,9 @@ import (
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/lib/inference/llm"
 	tkafka "tau2rl/lib/stream/kafka"
-	"tau2rl/lib/tau2/episode"
 	"tau2rl/producers/proxy"
 	"tau2rl/producers/rollout"
+	"tau2rl/tau2/episode"
 )
 
 const usage = `tau2-proxy — capture proxy: any OpenAI-API agent becomes a token-exact rollout producer (tau2rl)

@@ -20,8 +20,8 @@ import (
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/consumers/dataset"
 	"tau2rl/lib/proc"
-	"tau2rl/lib/tau2/data"
 	"tau2rl/schemas"
+	"tau2rl/tau2/data"
 	"tau2rl/trainer/checkpoint"
 	"tau2rl/trainer/steplog"
 )

@@ -20,8 +20,8 @@ import (
 
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/lib/inference/tokenizer"
-	"tau2rl/lib/tau2/data"
-	"tau2rl/lib/tau2/env"
+	"tau2rl/tau2/data"
+	"tau2rl/tau2/env"
 )
 
 const usage = `tau2-run — run the whole tau2rl pipeline locally (what 'make run' does)

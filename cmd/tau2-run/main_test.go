@@ -15,7 +15,7 @@ import (
 
 	"tau2rl/cmd/internal/clitest"
 	"tau2rl/lib/proc"
-	"tau2rl/lib/tau2/data"
+	"tau2rl/tau2/data"
 )
 
 // TestPipelineEndToEnd is `make run` on the mock domain: the real binaries, each its own

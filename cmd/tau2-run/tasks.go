@@ -5,15 +5,12 @@ import (
 	"strconv"
 	"strings"
 
-	"tau2rl/lib/tau2/data"
-	"tau2rl/lib/tau2/env"
+	"tau2rl/tau2/data"
+	"tau2rl/tau2/env"
 
-	// The domains register their environments with env: the write-task selection asks a
-	// domain's toolkit which expected actions change its database.
-	_ "tau2rl/lib/tau2/airline"
-	_ "tau2rl/lib/tau2/mock"
-	_ "tau2rl/lib/tau2/retail"
-	_ "tau2rl/lib/tau2/telecom"
+	// Every τ² domain registers itself with the environment registry: the write-task
+	// selection asks a domain's toolkit which expected actions change its database.
+	_ "tau2rl/tau2/domains"
 )
 
 // selectTasks resolves the experiment's tasks once, so that every stage — demonstrations,

@@ -1,5 +1,5 @@
 // Command tau2-scripted-llm serves the SCRIPTED policy and user simulator
-// (producers/scripted behind lib/inference/llmtest's OpenAI-compatible server) on
+// (lib/inference/scripted behind lib/inference/llmtest's OpenAI-compatible server) on
 // an address, for `make run` and local development without a GPU. It speaks
 // SGLang's /generate, vLLM's /v1/completions and OpenAI chat completions,
 // and accepts weight reloads (it only records the version). It is not a
@@ -15,9 +15,9 @@ import (
 
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/lib/inference/llmtest"
+	"tau2rl/lib/inference/scripted"
 	"tau2rl/lib/loopback"
-	"tau2rl/lib/tau2/episode"
-	"tau2rl/producers/scripted"
+	"tau2rl/tau2/episode"
 )
 
 const usage = `tau2-scripted-llm — SCRIPTED stand-in for the policy and the user simulator (tau2rl dev tool)
@@ -69,7 +69,7 @@ func DefaultConfig() Config {
 		MaxUserTurns: d.MaxUserTurns, Model: "scripted-qwen3"}
 }
 
-// scriptConfig is the producers/scripted configuration the flags describe.
+// scriptConfig is the lib/inference/scripted configuration the flags describe.
 func (c *Config) scriptConfig() scripted.Config {
 	sc := scripted.DefaultConfig()
 	sc.DataDir, sc.ErrorRate, sc.ErrorKinds, sc.Seed, sc.MaxUserTurns = c.DataDir, c.AgentErrorRate, c.ErrorKinds, c.Seed, c.MaxUserTurns

@@ -17,7 +17,7 @@ import (
 	"tau2rl/gpu/cuda"
 	"tau2rl/lib/inference/llm"
 	tkafka "tau2rl/lib/stream/kafka"
-	"tau2rl/lib/tau2/data"
+	"tau2rl/tau2/data"
 	"tau2rl/trainer/admission"
 	"tau2rl/trainer/checkpoint"
 	"tau2rl/trainer/feed"

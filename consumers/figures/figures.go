@@ -4,7 +4,7 @@
 //
 //   - reward: mean τ² reward per policy version (at episode start) with a 95% confidence band
 //     (mean ± 1.96 standard errors), and an optional baseline (e.g. the demonstrator's success);
-//   - passk: pass^k for k = 1..K per domain (τ²'s estimator, lib/tau2/evaluator);
+//   - passk: pass^k for k = 1..K per domain (τ²'s estimator, tau2/evaluator);
 //   - throughput: generated tokens per minute and episodes per minute (by episode end time);
 //   - mismatch: per trainer step, the mean |behaviour − proximal| log-prob and the fraction of
 //     tokens masked by behav_imp_weight_cap (the train/inference mismatch).
@@ -25,8 +25,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
-	"tau2rl/lib/tau2/evaluator"
 	"tau2rl/schemas"
+	"tau2rl/tau2/evaluator"
 	"tau2rl/trainer/steplog"
 )
 

@@ -19,10 +19,10 @@ import (
 	"tau2rl/lib/inference/tokenizer"
 	"tau2rl/lib/proc"
 	tkafka "tau2rl/lib/stream/kafka"
-	"tau2rl/lib/tau2/data"
-	"tau2rl/lib/tau2/episode"
-	"tau2rl/lib/tau2/tau2test"
 	"tau2rl/schemas"
+	"tau2rl/tau2/data"
+	"tau2rl/tau2/episode"
+	"tau2rl/tau2/tau2test"
 	"tau2rl/trainer/kafkaio"
 )
 

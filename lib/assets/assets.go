@@ -14,7 +14,7 @@
 //
 // With TAU2RL_OFFLINE=1 (or when the download fails) resolution ends with an error that names
 // the environment variable to set and the URLs it would have fetched. The package imports only
-// the standard library so that lib/tau2/data and lib/inference/tokenizer can use it.
+// the standard library so that tau2/data and lib/inference/tokenizer can use it.
 package assets
 
 import (

@@ -11,9 +11,9 @@ import (
 
 	"tau2rl/lib/inference/chattemplate"
 	"tau2rl/lib/inference/llmtest"
-	"tau2rl/lib/tau2/airline"
-	"tau2rl/lib/tau2/env"
-	"tau2rl/lib/tau2/tau2test"
+	"tau2rl/tau2/domains/airline"
+	"tau2rl/tau2/env"
+	"tau2rl/tau2/tau2test"
 )
 
 // airlineUser is a τ² airline user with several reservations.

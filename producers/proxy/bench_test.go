@@ -15,8 +15,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"tau2rl/lib/inference/llmtest"
-	"tau2rl/lib/tau2/data"
 	"tau2rl/producers/proxy"
+	"tau2rl/tau2/data"
 )
 
 // benchSetup is a proxy in front of the scripted server, with its metrics on

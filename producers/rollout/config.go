@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"tau2rl/lib/tau2/episode"
 	"tau2rl/producers/shaping"
+	"tau2rl/tau2/episode"
 )
 
 // Config is the rollout service's configuration (tau2-producer in mode

@@ -7,17 +7,17 @@ import (
 	"time"
 
 	"tau2rl/lib/inference/tokenizer/tokenizertest"
-	"tau2rl/lib/tau2/episode"
-	"tau2rl/lib/tau2/tau2test"
 	"tau2rl/lib/uuid"
+	"tau2rl/tau2/episode"
+	"tau2rl/tau2/tau2test"
 
 	"tau2rl/lib/inference/llm"
 	"tau2rl/lib/inference/llmtest"
+	"tau2rl/lib/inference/scripted"
 	"tau2rl/lib/inference/tokenizer"
 	"tau2rl/lib/stream/embedded"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/producers/rollout"
-	"tau2rl/producers/scripted"
 	"tau2rl/schemas"
 )
 

@@ -11,14 +11,14 @@ import (
 	"tau2rl/consumers/archiver"
 	"tau2rl/consumers/dataset"
 	"tau2rl/lib/inference/llmtest"
+	"tau2rl/lib/inference/scripted"
 	"tau2rl/lib/stream"
 	tkafka "tau2rl/lib/stream/kafka"
-	"tau2rl/lib/tau2/data"
-	"tau2rl/lib/tau2/env"
-	"tau2rl/lib/tau2/episode"
 	"tau2rl/producers/rollout"
-	"tau2rl/producers/scripted"
 	"tau2rl/schemas"
+	"tau2rl/tau2/data"
+	"tau2rl/tau2/env"
+	"tau2rl/tau2/episode"
 )
 
 func taskIDs(t *testing.T, domain, split string, n int) []string {

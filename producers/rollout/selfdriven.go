@@ -7,10 +7,10 @@ import (
 	"time"
 
 	tkafka "tau2rl/lib/stream/kafka"
-	"tau2rl/lib/tau2/data"
-	"tau2rl/lib/tau2/episode"
 	"tau2rl/lib/uuid"
 	"tau2rl/schemas"
+	"tau2rl/tau2/data"
+	"tau2rl/tau2/episode"
 )
 
 // SelfDrivenConfig makes the producer issue its own rollout requests instead of reading them from

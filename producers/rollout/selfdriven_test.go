@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"tau2rl/lib/stream"
-	"tau2rl/lib/tau2/episode"
 	"tau2rl/producers/rollout"
 	"tau2rl/schemas"
+	"tau2rl/tau2/episode"
 )
 
 func TestRequestList(t *testing.T) {

@@ -1,6 +1,6 @@
 // Package rollout is the rollout-producer service behind tau2-producer: it
 // takes rollout requests from Kafka in the consumer group "producers", runs
-// each request's group of τ² episodes (lib/tau2/episode) concurrently,
+// each request's group of τ² episodes (tau2/episode) concurrently,
 // shapes their rewards (producers/shaping) and publishes the scored
 // trajectories, then commits the request.
 //
@@ -41,11 +41,11 @@ import (
 	"tau2rl/lib/logs"
 	"tau2rl/lib/stream"
 	tkafka "tau2rl/lib/stream/kafka"
-	"tau2rl/lib/tau2/data"
-	"tau2rl/lib/tau2/episode"
 	"tau2rl/lib/uuid"
 	"tau2rl/producers/shaping"
 	"tau2rl/schemas"
+	"tau2rl/tau2/data"
+	"tau2rl/tau2/episode"
 )
 
 // Source is the consumer-group subscription of the request topic: the part of a stream.Source

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 
-	"tau2rl/lib/tau2/data"
 	"tau2rl/schemas"
+	"tau2rl/tau2/data"
 )
 
 // SplitPath is where τ² keeps a domain's task splits: <dataDir>/tau2/domains/<domain>/split_tasks.json.
