@@ -592,6 +592,15 @@ func (e *Engine) scheduleOnce() []work {
 		n := e.growChunk(s, min(len(s.tokens)-s.computed, budget))
 		if n == 0 {
 			e.release(s)
+			if len(e.running) == 0 && len(batch) == 0 {
+				// Nothing runs that could free a block and the prefix cache had nothing left to
+				// evict: the head can never be admitted. End it rather than let it hold the
+				// queue (validate keeps such requests out; this is the backstop).
+				e.finish(s, FinishReason{Type: FinishAbort, MatchedToken: -1, Message: fmt.Sprintf(
+					"internal error: the request's next %d tokens cannot get a KV block although nothing else holds the cache",
+					min(len(s.tokens)-s.computed, budget))})
+				continue
+			}
 			break
 		}
 		e.waiting = e.waiting[1:]

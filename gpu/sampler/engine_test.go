@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -690,5 +691,69 @@ func TestVocabLimitDefaultsToTokenizer(t *testing.T) {
 	}
 	if tok.VocabSize() != 151669 {
 		t.Errorf("Qwen3's tokenizer has %d ids, docs/SAMPLER.md says 151,669", tok.VocabSize())
+	}
+}
+
+// TestHugeMaxNewTokensRejected: max_new_tokens near 2^63 used to overflow prompt + max_new_tokens
+// past both the context and the pool checks (issue 27 item 5); it must be refused at once, naming
+// the field, for every size the sum can wrap at.
+func TestHugeMaxNewTokensRejected(t *testing.T) {
+	w := tinyWeights(t, 5)
+	// The pool (40 tokens) is smaller than the context (512): the case that blocked the queue.
+	e := startEngine(t, w, gpu.KVCacheSpec{BlockSize: 4, NumBlocks: 10}, Config{})
+	for _, mnt := range []int{math.MaxInt, math.MaxInt - 1, math.MaxInt - 5, math.MaxInt / 2, 1 << 62, 513, 41} {
+		r := Request{Prompt: []int32{1, 2, 3, 4, 5, 6}, Params: gpu.SampleParams{TopP: 1}, MaxNewTokens: mnt}
+		_, err := e.Submit(context.Background(), r)
+		var ie *InputError
+		if !errors.As(err, &ie) || !strings.Contains(ie.Msg, "max_new_tokens") {
+			t.Errorf("max_new_tokens %d: err %v, want an InputError naming max_new_tokens", mnt, err)
+		}
+	}
+	// Nothing was queued: a normal request is served at once.
+	ok := Request{Prompt: []int32{1, 2, 3}, Params: gpu.SampleParams{TopP: 1}, MaxNewTokens: 4, IgnoreEOS: true}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if res, err := e.Submit(ctx, ok); err != nil || len(res.OutputIDs) != 4 {
+		t.Fatalf("a normal request after the rejected ones: %+v, %v", res, err)
+	}
+}
+
+// TestUnfittableHeadDoesNotBlockQueue: a request at the head of the queue that can never get its
+// blocks — nothing is running and nothing is evictable, yet its next chunk finds no block — is
+// ended at once with finish reason abort instead of holding the head (and every request behind
+// it) until its client goes away. validate keeps such requests out; this is the scheduler's
+// guarantee should one get past it.
+func TestUnfittableHeadDoesNotBlockQueue(t *testing.T) {
+	w := tinyWeights(t, 5)
+	dec, err := cpu.NewDecoder(w, gpu.KVCacheSpec{BlockSize: 4, NumBlocks: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(dec, Config{MaxStepTokens: 64}, nil, nil, nil) // not run: the test drives schedule
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every block is held by something outside the scheduler's reach (a leaked reference), so
+	// the head can never be admitted.
+	for {
+		if _, ok := e.pool.Alloc(); !ok {
+			break
+		}
+	}
+	head := &seq{req: Request{Prompt: make([]int32, 8), MaxNewTokens: 4}, tokens: make([]int32, 8), arrival: 1, first: true, done: make(chan Result, 1)}
+	e.waiting = []*seq{head}
+	if batch := e.schedule(); len(batch) != 0 {
+		t.Fatalf("batch %+v from an empty pool", batch)
+	}
+	select {
+	case res := <-head.done:
+		if res.Finish.Type != FinishAbort || !strings.Contains(res.Finish.Message, "KV") {
+			t.Fatalf("finish %+v, want abort naming the KV cache", res.Finish)
+		}
+	default:
+		t.Fatal("the unfittable head is still waiting: it blocks the queue")
+	}
+	if len(e.waiting) != 0 {
+		t.Fatalf("waiting %d, want 0", len(e.waiting))
 	}
 }

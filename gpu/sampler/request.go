@@ -18,6 +18,10 @@ type Request struct {
 	Params gpu.SampleParams
 	// MaxNewTokens bounds the completion (0 returns at once with no tokens).
 	MaxNewTokens int
+	// MaxNewTokensField is what the client called MaxNewTokens (vLLM and OpenAI: max_tokens or
+	// max_completion_tokens), so that an error names the field the client sent; default
+	// max_new_tokens (SGLang).
+	MaxNewTokensField string
 	// StopTokenIDs end generation (the matched id is part of the output), in addition to the
 	// model's EOS ids unless IgnoreEOS.
 	StopTokenIDs []int32
@@ -97,18 +101,25 @@ func (e *Engine) validate(r *Request) error {
 			return inputErr("input_ids[%d] = %d is outside the vocabulary [0, %d)", i, t, V)
 		}
 	}
+	field := r.MaxNewTokensField
+	if field == "" {
+		field = "max_new_tokens"
+	}
 	if r.MaxNewTokens < 0 {
-		return inputErr("max_new_tokens must be ≥ 0, got %d", r.MaxNewTokens)
+		return inputErr("%s must be ≥ 0, got %d", field, r.MaxNewTokens)
 	}
 	if len(r.Prompt) >= e.ctxLen {
 		return inputErr("the prompt has %d tokens; the context length is %d", len(r.Prompt), e.ctxLen)
 	}
-	if len(r.Prompt)+r.MaxNewTokens > e.ctxLen {
-		return inputErr("prompt (%d tokens) + max_new_tokens (%d) = %d exceeds the context length %d",
-			len(r.Prompt), r.MaxNewTokens, len(r.Prompt)+r.MaxNewTokens, e.ctxLen)
+	// Compared as "max_new_tokens > room left", never as a sum: prompt + max_new_tokens wraps
+	// around for values near 2^63 and would pass both checks (issue 27).
+	if room := e.ctxLen - len(r.Prompt); r.MaxNewTokens > room {
+		return inputErr("%s %d is too large: the prompt (%d tokens) + %[1]s exceeds the context length %[4]d, so at most %[5]d can be generated",
+			field, r.MaxNewTokens, len(r.Prompt), e.ctxLen, room)
 	}
-	if need := e.blocksFor(len(r.Prompt) + r.MaxNewTokens); need > e.pool.Total() {
-		return inputErr("prompt + max_new_tokens need %d KV blocks; the whole cache has %d", need, e.pool.Total())
+	if room := e.pool.Total()*e.bs - len(r.Prompt); r.MaxNewTokens > room {
+		return inputErr("%s %d is too large: the prompt (%d tokens) and the completion must fit the whole KV cache (%d blocks of %d tokens), so at most %d can be generated",
+			field, r.MaxNewTokens, len(r.Prompt), e.pool.Total(), e.bs, max(0, room))
 	}
 	if err := r.Params.Validate(); err != nil {
 		return inputErr("%v", err)

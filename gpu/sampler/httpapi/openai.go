@@ -72,7 +72,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	rid := requestID(req.RequestID)
 	res, ok := s.submit(w, r, sampler.Request{
-		ID: rid, Prompt: ids, Params: params, MaxNewTokens: s.maxNew(req.MaxTokens, 16, len(ids)),
+		ID: rid, Prompt: ids, Params: params, MaxNewTokens: s.maxNew(req.MaxTokens, 16, len(ids)), MaxNewTokensField: "max_tokens",
 		StopTokenIDs: sids, IgnoreEOS: req.IgnoreEOS, StopStrings: stops, Seed: seedOf(req.Seed),
 	})
 	if !ok {
@@ -233,13 +233,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			sids = append(sids, id)
 		}
 	}
-	maxTok := req.MaxCompletionTokens
+	maxTok, field := req.MaxCompletionTokens, "max_completion_tokens"
 	if maxTok == nil {
-		maxTok = req.MaxTokens
+		maxTok, field = req.MaxTokens, "max_tokens"
 	}
 	rid := requestID(req.Rid)
 	res, ok := s.submit(w, r, sampler.Request{
-		ID: rid, Prompt: ids, Params: params, MaxNewTokens: s.maxNew(maxTok, 0, len(ids)),
+		ID: rid, Prompt: ids, Params: params, MaxNewTokens: s.maxNew(maxTok, 0, len(ids)), MaxNewTokensField: field,
 		StopTokenIDs: sids, StopStrings: stops, Seed: seedOf(req.Seed),
 	})
 	if !ok {
