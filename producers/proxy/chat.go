@@ -68,7 +68,15 @@ func readChat(r *http.Request, cfg Config, ic *internCache) (*call, error) {
 	if err := gojson.Unmarshal(body, &c.req); err != nil {
 		return nil, badRequest("", "request body is not a valid chat-completions request: %v", err)
 	}
+	return checkCall(c, cfg, ic)
+}
+
+// checkCall validates a decoded chat request and derives the call from it.
+// The Responses API (responses.go) converts its requests into chat requests
+// and validates them here too, so both routes render and check alike.
+func checkCall(c *call, cfg Config, ic *internCache) (*call, error) {
 	req := &c.req
+	var err error
 	if c.msgs, err = templateMessages(req.Messages, ic); err != nil {
 		return nil, err
 	}
