@@ -14,6 +14,7 @@
 //	    trainer_state.json  State: version, step, whether the optimizer state is there, commit
 //	                        targets, trained ids above them, admission
 //	.tmp-v<N>-<pid>/        a checkpoint being written; never read, removed at start
+//	v<N>.unreadable-<time>/ an unreadable v<N> set aside when a new v<N> was published over it
 //
 // A checkpoint is written into a temporary directory, every file is fsynced, and only then is
 // the directory renamed to v<N> (and the parent fsynced). A crash therefore leaves either the
@@ -25,6 +26,26 @@
 // optimizer.safetensors replace the bfloat16-rounded ones of model.safetensors). A backend that
 // does not implement gpu.OptimizerStateSaver gets a warning and a state file saying
 // "optimizer": "not_saved", and a resume from such a checkpoint restarts AdamW from zero.
+//
+// # Unreadable checkpoints
+//
+// A checkpoint is readable when its state file parses and names its own version, its config.json
+// and safetensors files are complete (every header valid, every data buffer the size its header
+// says, every tensor of the config present with its shape) and, when the state says the optimizer
+// state was saved, that state is there and complete too (Verify; headers and sizes only, so it
+// costs a few small reads, not a load). Anything else — an empty trainer_state.json after a full
+// disk, a truncated model.safetensors, a lost optimizer shard — makes it unreadable, and:
+//
+//   - Latest skips it and returns the newest readable one, reporting why each newer one was
+//     skipped; Resume turns that into the trainer's start-up decision (fall back and say so, or
+//     refuse to start when checkpoints exist but none is readable, unless the operator asked to
+//     start fresh).
+//   - Pruning counts only readable checkpoints toward Keep and never deletes an unreadable one
+//     (it may be repairable by hand: an empty state file beside intact weights); it reports each
+//     once. Without this, one unreadable newest directory with Keep=1 made every new checkpoint
+//     the "oldest" and deleted it as soon as it was written.
+//   - Save publishing a version whose directory exists (only an unreadable one can be in the
+//     way) renames the old one to v<N>.unreadable-<time> instead of deleting it.
 //
 // trainer_state.json format history (ParseState reads both):
 //
@@ -46,6 +67,7 @@ import (
 
 	"tau2rl/gpu"
 	"tau2rl/gpu/dp"
+	"tau2rl/gpu/safetensors"
 	"tau2rl/lib/durable"
 	"tau2rl/lib/logs"
 	"tau2rl/trainer/offsets"
@@ -101,6 +123,8 @@ type Manager struct {
 	Log *slog.Logger
 
 	warnedNoSaver bool
+	// reported holds the unreadable versions prune has already warned about.
+	reported map[int64]bool
 }
 
 func (m *Manager) logger() *slog.Logger { return logs.OrDiscard(m.Log) }
@@ -223,10 +247,10 @@ func (m *Manager) Save(st State, write func(dir string) error) (string, error) {
 	if err := syncTree(tmp); err != nil {
 		return fail(err)
 	}
-	// A directory of the same version exists only when an earlier run wrote it but its state
-	// could not be used (Latest skipped it); replace it.
-	if err := os.RemoveAll(final); err != nil {
-		return fail(fmt.Errorf("checkpoint: replace %s: %w", final, err))
+	// A directory of the same version exists only when an earlier run wrote it but it could not
+	// be used (Latest skipped it, or the operator started fresh): set it aside, never delete it.
+	if err := m.setAside(final); err != nil {
+		return fail(err)
 	}
 	if err := os.Rename(tmp, final); err != nil {
 		return fail(fmt.Errorf("checkpoint: publish v%d: %w", st.Version, err))
@@ -293,15 +317,52 @@ func (m *Manager) versions() ([]int64, error) {
 	return vs, nil
 }
 
-// prune deletes all but the newest Keep checkpoints and any leftover temporary directories.
+// setAside renames an existing directory at path (an unreadable checkpoint of the version being
+// published) to <path>.unreadable-<UTC time>, which versions ignores, and says so.
+func (m *Manager) setAside(path string) error {
+	if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	aside := path + ".unreadable-" + time.Now().UTC().Format("20060102T150405.000000000Z")
+	why := "it is in the way"
+	if _, err := Verify(path); err != nil {
+		why = err.Error()
+	}
+	if err := os.Rename(path, aside); err != nil {
+		return fmt.Errorf("checkpoint: set aside %s before publishing over it: %w", path, err)
+	}
+	m.logger().Warn("an earlier checkpoint of this version was set aside (kept for inspection; delete it when done)",
+		"checkpoint", path, "moved_to", aside, "reason", why)
+	return nil
+}
+
+// prune deletes readable checkpoints beyond the newest Keep readable ones. Unreadable ones do
+// not count toward Keep and are never deleted (see the package doc); each is reported once per
+// Manager.
 func (m *Manager) prune() error {
 	vs, err := m.versions()
 	if err != nil {
 		return err
 	}
-	for i, v := range vs {
-		if i >= m.Keep {
-			if err := os.RemoveAll(m.Path(v)); err != nil {
+	readable := 0
+	for _, v := range vs {
+		p := m.Path(v)
+		if _, err := Verify(p); err != nil {
+			if !m.reported[v] {
+				if m.reported == nil {
+					m.reported = map[int64]bool{}
+				}
+				m.reported[v] = true
+				m.logger().Warn("unreadable checkpoint: not counted toward checkpoint.keep and not deleted; repair or remove it",
+					"checkpoint", p, "err", err)
+			}
+			continue
+		}
+		readable++
+		if readable > m.Keep {
+			if err := os.RemoveAll(p); err != nil {
 				return fmt.Errorf("checkpoint: prune v%d: %w", v, err)
 			}
 		}
@@ -375,10 +436,97 @@ func ParseState(b []byte) (State, error) {
 	return st, nil
 }
 
-// Latest returns the newest checkpoint whose state file is valid and whose version matches its
-// directory name. ok is false when there is none. Checkpoints with unreadable state are skipped
-// (and reported through skipped) rather than fatal, so one corrupt directory does not stop a
-// restart from the one before it.
+// Verify checks that checkpoint directory dir is readable (see the package doc: state, config,
+// weights and, when the state records it, optimizer state; headers and sizes, no tensor data)
+// and returns its state. The error says what is wrong, naming the file.
+func Verify(dir string) (State, error) {
+	st, err := ReadState(dir)
+	if err != nil {
+		return State{}, err
+	}
+	// A v<N> directory must hold version N (a copied or renamed directory would otherwise resume
+	// under the wrong version).
+	if base := filepath.Base(filepath.Clean(dir)); strings.HasPrefix(base, "v") {
+		if v, err := strconv.ParseInt(base[1:], 10, 64); err == nil && v != st.Version {
+			return State{}, fmt.Errorf("checkpoint: %s holds the state of version %d", dir, st.Version)
+		}
+	}
+	cfg, err := gpu.LoadConfig(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return State{}, fmt.Errorf("checkpoint: weights: %w", err)
+	}
+	if err := verifyWeights(dir, cfg); err != nil {
+		return State{}, fmt.Errorf("checkpoint: weights: %w", err)
+	}
+	if st.Optimizer == OptimizerSaved {
+		if err := verifyOptimizer(dir, cfg); err != nil {
+			return State{}, fmt.Errorf("checkpoint: the state records optimizer state, but %w", err)
+		}
+	}
+	return st, nil
+}
+
+// verifyWeights checks that dir's safetensors files are complete and hold every tensor of cfg
+// with its shape (what gpu.LoadWeights would refuse, without reading the data).
+func verifyWeights(dir string, cfg gpu.Config) error {
+	d, err := safetensors.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	for _, s := range gpu.ParamSpecs(cfg) {
+		info, ok := d.Info(s.Name)
+		if !ok {
+			return fmt.Errorf("%s: no tensor %q", dir, s.Name)
+		}
+		if !slices.Equal(info.Shape, s.Shape) {
+			return fmt.Errorf("%s: %s has shape %v, config.json wants %v", dir, s.Name, info.Shape, s.Shape)
+		}
+	}
+	return nil
+}
+
+// verifyOptimizer checks the optimizer state of dir: gpu.OptimizerStateFile with a header that
+// gpu.CheckOptimizerStateHeader accepts, or a data-parallel trainer's complete set of per-rank
+// shards, each a complete safetensors file.
+func verifyOptimizer(dir string, cfg gpu.Config) error {
+	p := filepath.Join(dir, gpu.OptimizerStateFile)
+	if _, err := os.Stat(p); err == nil {
+		f, err := safetensors.Open(p)
+		if err != nil {
+			return fmt.Errorf("it is unreadable: %w", err)
+		}
+		defer f.Close()
+		if _, err := gpu.CheckOptimizerStateHeader(cfg, f); err != nil {
+			return fmt.Errorf("%s is unreadable: %w", p, err)
+		}
+		return nil
+	}
+	ok, err := dp.HasShards(dir)
+	if err != nil {
+		return fmt.Errorf("its shards are incomplete: %w", err)
+	}
+	if !ok {
+		return fmt.Errorf("%s holds neither %s nor optimizer shards", dir, gpu.OptimizerStateFile)
+	}
+	shards, err := filepath.Glob(filepath.Join(dir, "optimizer-rank-*-of-*.safetensors"))
+	if err != nil {
+		return err
+	}
+	for _, s := range shards {
+		f, err := safetensors.Open(s)
+		if err != nil {
+			return fmt.Errorf("a shard is unreadable: %w", err)
+		}
+		f.Close()
+	}
+	return nil
+}
+
+// Latest returns the newest readable checkpoint (Verify). ok is false when there is none.
+// Unreadable checkpoints are skipped (and reported through skipped, newest first) rather than
+// fatal, so one corrupt directory does not stop a restart from the one before it; whether
+// skipping is acceptable is the caller's decision (Resume).
 func (m *Manager) Latest() (dir string, st State, ok bool, skipped []error, err error) {
 	vs, err := m.versions()
 	if err != nil {
@@ -386,10 +534,7 @@ func (m *Manager) Latest() (dir string, st State, ok bool, skipped []error, err 
 	}
 	for _, v := range vs {
 		p := m.Path(v)
-		s, err := ReadState(p)
-		if err == nil && s.Version != v {
-			err = fmt.Errorf("checkpoint: %s holds state of version %d", p, s.Version)
-		}
+		s, err := Verify(p)
 		if err != nil {
 			skipped = append(skipped, fmt.Errorf("%s: %w", p, err))
 			continue
@@ -401,4 +546,48 @@ func (m *Manager) Latest() (dir string, st State, ok bool, skipped []error, err 
 		return abs, s, true, skipped, nil
 	}
 	return "", State{}, false, skipped, nil
+}
+
+// ErrNoReadable is returned by Resume when the checkpoint directory holds checkpoints but none of
+// them is readable.
+var ErrNoReadable = errors.New("checkpoint: no readable checkpoint")
+
+// Resume decides where a trainer starts: the newest readable checkpoint (found is true), logging
+// which newer ones were skipped and why; or, when Dir holds no checkpoint at all, nowhere (found is
+// false: start from the initial model). When Dir holds checkpoints but none is readable, starting
+// from the initial model would silently throw the training away (and publish version 1 after
+// version N), so Resume returns an error wrapping ErrNoReadable that lists them — unless
+// startFresh (checkpoint.start_fresh) says the operator wants exactly that; the unreadable
+// directories are then left in place (pruning never deletes them). startFresh never overrides a
+// readable checkpoint: a setting left on cannot restart a healthy run from scratch.
+func (m *Manager) Resume(startFresh bool) (dir string, st State, found bool, err error) {
+	dir, st, found, skipped, err := m.Latest()
+	if err != nil {
+		return "", State{}, false, err
+	}
+	log := m.logger()
+	if found {
+		for _, s := range skipped {
+			log.Warn("newer checkpoint is unreadable: falling back to an older one", "resume_from", dir, "skipped", s)
+		}
+		return dir, st, true, nil
+	}
+	if len(skipped) == 0 {
+		return "", State{}, false, nil
+	}
+	if startFresh {
+		for _, s := range skipped {
+			log.Warn("checkpoint.start_fresh: ignoring an unreadable checkpoint (left in place)", "skipped", s)
+		}
+		return "", State{}, false, nil
+	}
+	msgs := make([]string, len(skipped))
+	for i, s := range skipped {
+		msgs[i] = "  " + s.Error()
+	}
+	return "", State{}, false, fmt.Errorf("%w in %s: %d checkpoint(s), none usable, so this trainer will not start "+
+		"(starting over would discard the training they hold):\n%s\n"+
+		"Repair them (a checkpoint needs trainer_state.json, config.json, the weights and, when recorded, the optimizer state), "+
+		"or set checkpoint.start_fresh=true to start from the initial model and leave them in place",
+		ErrNoReadable, m.Dir, len(skipped), strings.Join(msgs, "\n"))
 }

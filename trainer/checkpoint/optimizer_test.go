@@ -14,11 +14,17 @@ import (
 	"tau2rl/gpu/cpu"
 )
 
+// writeModelAndOptimizer writes a tiny model's weights and its (fresh) optimizer state.
 func writeModelAndOptimizer(dir string) error {
-	if err := writeModel(dir); err != nil {
+	b, err := cpu.NewRandom(gpu.TinyConfig(), 7)
+	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, gpu.OptimizerStateFile), []byte("state"), 0o644)
+	defer b.Close()
+	if err := b.Save(dir, gpu.F32); err != nil {
+		return err
+	}
+	return b.SaveOptimizerState(dir)
 }
 
 // weightsOnly hides every optional interface of a backend, as a backend without optimizer-state
