@@ -41,10 +41,16 @@ type CheckpointConfig struct {
 	// Every is the number of steps between checkpoints. Default 1 (AReaL updates the servers'
 	// weights every step).
 	Every int `yaml:"every"`
-	// Keep is how many checkpoints to keep on disk. Default 3.
+	// Keep is how many readable checkpoints to keep on disk (unreadable ones are never counted
+	// nor deleted: trainer/checkpoint). Default 3.
 	Keep int `yaml:"keep"`
 	// DType is the saved tensor type (bfloat16, float16, float32). Default bfloat16.
 	DType string `yaml:"dtype"`
+	// StartFresh lets tau2-trainer start from the initial model (model.path or random weights)
+	// when Dir holds checkpoints but none is readable; without it the trainer refuses to start,
+	// because starting over silently discards the training and republishes version 1. It never
+	// overrides a readable checkpoint. Default false.
+	StartFresh bool `yaml:"start_fresh"`
 }
 
 // Config configures the trainer loop.
