@@ -7,14 +7,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,10 +41,13 @@ Loads a Hugging Face Qwen3 checkpoint directory (config.json + safetensors) and 
   GET  /health /get_model_info /v1/models /metrics, POST /abort_request /pause_generation ...
 Requests in flight when a reload lands are paused, recomputed on the new weights and resumed;
 meta_info.weight_versions says which tokens each version sampled. SIGTERM stops accepting,
-lets requests finish for drain_timeout, then aborts the rest and exits.
+answers 503 with Retry-After to new requests (the listener stays open) while the requests in flight
+finish for up to drain_timeout, then aborts the rest and exits. Served from a tau2-trainer
+checkpoint (checkpoints/v<N>), the weight version reported is the checkpoint's (trainer_state.json,
+else the directory name) unless engine.weight_version says otherwise.
 
 Example:
-  tau2-sampler model=run/checkpoints/v0 listen=127.0.0.1:30000
+  tau2-sampler model=checkpoints/v1 listen=127.0.0.1:30000   (tau2-trainer's first checkpoint, default checkpoint.dir)
   tau2-sampler model=/models/Qwen3-0.6B backend=cuda kv.memory_fraction=0.5   (make gpu-sampler)
   tau2-producer policy.backend=sglang policy.endpoints=[http://127.0.0.1:30000]`
 
@@ -153,6 +159,34 @@ func loadTokenizer(c *Config) (*tokenizer.Tokenizer, string, error) {
 	return tok, path, nil
 }
 
+// checkpointVersion is the policy version of a tau2-trainer checkpoint directory, so that a
+// sampler started from checkpoints/v2 reports weight_version "2" as the one reloaded to it would:
+// trainer_state.json's "version" when the file is there, else the N of a directory named v<N>,
+// else "" (a Hugging Face model directory: the engine reports "0"). An unreadable state file is
+// an error, with the directory name's version still returned when it has one.
+func checkpointVersion(dir string) (string, error) {
+	fromName := ""
+	if base := filepath.Base(filepath.Clean(dir)); len(base) > 1 && base[0] == 'v' {
+		if n, err := strconv.ParseInt(base[1:], 10, 64); err == nil && n >= 0 {
+			fromName = strconv.FormatInt(n, 10)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "trainer_state.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return fromName, nil
+	}
+	if err != nil {
+		return fromName, fmt.Errorf("checkpoint version: %w", err)
+	}
+	var st struct {
+		Version *int64 `json:"version"`
+	}
+	if err := json.Unmarshal(data, &st); err != nil || st.Version == nil || *st.Version < 0 {
+		return fromName, fmt.Errorf("checkpoint version: %s has no valid \"version\" (%v)", filepath.Join(dir, "trainer_state.json"), err)
+	}
+	return strconv.FormatInt(*st.Version, 10), nil
+}
+
 // run serves until ctx ends; bound, if non-nil, receives the API address once listening (tests).
 func run(ctx context.Context, rt *cli.Runtime, cfg *Config, bound chan<- string) error {
 	if err := cfg.Validate(); err != nil {
@@ -175,7 +209,16 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config, bound chan<- string)
 	if err != nil {
 		return err
 	}
-	eng, err := sampler.New(dec, cfg.Engine, tok, met, rt.Log.With("component", "engine"))
+	ecfg := cfg.Engine
+	if ecfg.WeightVersion == "" {
+		v, err := checkpointVersion(cfg.Model)
+		if err != nil {
+			rt.Log.Warn("cannot read the checkpoint's version; set engine.weight_version", "err", err)
+		}
+		ecfg.WeightVersion = v // "" → the engine's "0"
+	}
+	eng, err := sampler.New(dec, ecfg, tok, met, rt.Log.With("component", "engine"))
+
 	if err != nil {
 		return err
 	}
@@ -215,19 +258,23 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config, bound chan<- string)
 		_ = srv.Close()
 		return fmt.Errorf("sampler: engine stopped: %w", err)
 	}
-	// Drain: refuse new work, let requests in flight finish, then abort what is left.
+	// Drain: new requests get 503 + Retry-After on the open listener (a refused connection looks
+	// like a dead host to clients; a 503 is retried elsewhere), the requests in flight finish for
+	// up to drain_timeout, the rest are aborted, and only then does the listener close.
 	rt.Log.Info("draining", "grace", cfg.DrainTimeout, "running", eng.Stats().Running, "queued", eng.Stats().Waiting)
 	api.SetDraining(true)
-	dctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
-	defer cancel()
-	if err := srv.Shutdown(dctx); err != nil {
-		rt.Log.Warn("drain timed out; aborting requests in flight", "err", err)
+	deadline := time.Now().Add(cfg.DrainTimeout)
+	for api.InFlight() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := api.InFlight(); n > 0 {
+		rt.Log.Warn("drain timed out; aborting requests in flight", "in_flight", n)
 		eng.Close() // in-flight requests answer finish_reason abort
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			_ = srv.Close()
-		}
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
 	}
 	return nil
 }

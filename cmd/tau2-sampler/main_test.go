@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -270,4 +272,120 @@ func TestDrainOnSignal(t *testing.T) {
 // TestConfigFiles: testdata/config/{good,bad} (see cmd/internal/clitest).
 func TestConfigFiles(t *testing.T) {
 	clitest.ConfigFiles(t, "testdata/config", func() any { c := DefaultConfig(); return &c })
+}
+
+// modelInfoVersion reads /get_model_info's weight_version.
+func modelInfoVersion(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url + "/get_model_info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := m["weight_version"].(string)
+	return v
+}
+
+// TestWeightVersionFromCheckpoint: a sampler started on a trainer checkpoint reports that
+// checkpoint's version (issue 27 item 20: v2 reported "0"): trainer_state.json's version, else the
+// v<N> directory name; engine.weight_version overrides; a plain model directory reports "0".
+func TestWeightVersionFromCheckpoint(t *testing.T) {
+	root := t.TempDir()
+	write := func(name, state string) string {
+		dir := filepath.Join(root, name)
+		if _, err := gpu.WriteRandomCheckpoint(dir, gpu.TinyConfig(), 5, initOpts, gpu.BF16); err != nil {
+			t.Fatal(err)
+		}
+		if state != "" {
+			if err := os.WriteFile(filepath.Join(dir, "trainer_state.json"), []byte(state), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	for _, c := range []struct {
+		name, dir string
+		extra     []string
+		want      string
+	}{
+		{"state file", write("v2", `{"format": 2, "version": 2, "step": 2}`), nil, "2"},
+		{"state file wins over the name", write("renamed-copy", `{"format": 2, "version": 7}`), nil, "7"},
+		{"directory name", write("v3", ""), nil, "3"},
+		{"config overrides", write("v4", `{"version": 4}`), []string{"engine.weight_version=base"}, "base"},
+		{"plain model directory", write("Qwen3-tiny", ""), nil, "0"},
+		{"unreadable state file, name", write("v9", `{not json`), nil, "9"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			url, stop := start(t, append([]string{"model=" + c.dir, "tokenizer=none", "kv.blocks=64"}, c.extra...)...)
+			if got := modelInfoVersion(t, url); got != c.want {
+				t.Errorf("weight_version %q, want %q", got, c.want)
+			}
+			_ = stop()
+		})
+	}
+}
+
+// TestDrainAnswers503: after the shutdown signal, while a request is still in flight, new
+// requests and /health get 503 with Retry-After on the still-open listener (not a refused
+// connection, which clients read as a dead host); the request in flight is aborted at
+// drain_timeout and run returns.
+func TestDrainAnswers503(t *testing.T) {
+	dir := checkpoint(t, gpu.TinyConfig(), 5)
+	url, stop := start(t, "model="+dir, "tokenizer=none", "drain_timeout=1500ms", "kv.blocks=64")
+	post := func(path, body string) (*http.Response, error) {
+		return http.Post(url+path, "application/json", strings.NewReader(body))
+	}
+	// Hold the engine so that a request stays in flight through the drain.
+	if resp, err := post("/pause_generation", `{"mode": "in_place"}`); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("pause: %v %v", resp, err)
+	}
+	inflight := make(chan int, 1)
+	go func() {
+		resp, err := post("/generate", `{"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 4}}`)
+		if err != nil {
+			inflight <- -1
+			return
+		}
+		resp.Body.Close()
+		inflight <- resp.StatusCode
+	}()
+	time.Sleep(100 * time.Millisecond)
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	deadline := time.Now().Add(time.Second)
+	for {
+		resp, err := http.Get(url + "/health")
+		if err != nil {
+			t.Fatalf("/health while draining: %v (the listener closed before the requests in flight finished)", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			if resp.Header.Get("Retry-After") == "" {
+				t.Fatal("/health 503 without Retry-After")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("/health never turned 503 after the signal")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	resp, err := post("/generate", `{"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 4}}`)
+	if err != nil {
+		t.Fatalf("a new request while draining: %v, want a 503", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a new request while draining: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if code := <-inflight; code != 200 {
+		t.Fatalf("the in-flight request: status %d, want 200 (finish reason abort)", code)
+	}
 }

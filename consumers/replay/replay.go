@@ -17,6 +17,7 @@ import (
 	"tau2rl/consumers/dataset"
 	"tau2rl/lib/logs"
 	"tau2rl/lib/metrics"
+	"tau2rl/lib/required"
 	"tau2rl/schemas"
 )
 
@@ -53,7 +54,7 @@ func DefaultConfig() Config { return Config{Burst: 1, FlushEvery: 64} }
 func (c *Config) Validate() error {
 	switch {
 	case c.Dataset == "":
-		return errors.New("replay: dataset is required")
+		return fmt.Errorf("replay: dataset is %w", required.ErrMissing)
 	case c.Rate < 0:
 		return fmt.Errorf("replay: rate %v < 0", c.Rate)
 	case c.Burst < 1:

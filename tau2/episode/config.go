@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"tau2rl/lib/required"
 )
 
 // Config is AReaL's τ² environment configuration (examples/tau2/utils.py,
@@ -72,7 +74,7 @@ func DefaultConfig() Config {
 func (c *Config) Validate() error {
 	var errs []error
 	if c.Domain == "" {
-		errs = append(errs, errors.New("domain: required"))
+		errs = append(errs, fmt.Errorf("domain: %w", required.ErrMissing))
 	}
 	if c.MaxSteps < 1 {
 		errs = append(errs, fmt.Errorf("max_steps: %d must be ≥ 1", c.MaxSteps))
@@ -81,7 +83,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("max_errors: %d must be ≥ 1", c.MaxErrors))
 	}
 	if !c.SoloMode && c.UserLLMBaseURL == "" {
-		errs = append(errs, errors.New("user_llm_base_url: required unless solo_mode (the user simulator's OpenAI-compatible URL)"))
+		errs = append(errs, fmt.Errorf("user_llm_base_url: %w unless solo_mode (the user simulator's OpenAI-compatible URL)", required.ErrMissing))
 	}
 	if c.SoloMode && c.Domain != "telecom" && c.Domain != "telecom-workflow" && c.Domain != "mock" {
 		errs = append(errs, fmt.Errorf("solo_mode: domain %s does not support solo mode (telecom, telecom-workflow and mock do)", c.Domain))

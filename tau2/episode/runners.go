@@ -13,6 +13,7 @@ import (
 	"tau2rl/lib/inference/chattemplate"
 	"tau2rl/lib/inference/llm"
 	"tau2rl/lib/inference/tokenizer"
+	"tau2rl/lib/required"
 	"tau2rl/tau2/evaluator"
 )
 
@@ -139,11 +140,11 @@ func (c *RunnerConfig) Validate() error {
 		}
 		if c.Policy.Backend == llm.BackendVLLM && c.Policy.Model == "" {
 			// Not guessed from /v1/models: with LoRA adapters it lists several models.
-			errs = append(errs, errors.New("policy.model: required with policy.backend=vllm (the served model name, vllm serve --served-model-name)"))
+			errs = append(errs, fmt.Errorf("policy.model: %w with policy.backend=vllm (the served model name, vllm serve --served-model-name)", required.ErrMissing))
 		}
 	case ModeChat:
 		if c.Policy.Chat.Endpoint.BaseURL == "" {
-			errs = append(errs, errors.New("policy.chat.endpoint.base_url: required in chat mode"))
+			errs = append(errs, fmt.Errorf("policy.chat.endpoint.base_url: %w in chat mode", required.ErrMissing))
 		}
 	default:
 		errs = append(errs, fmt.Errorf("policy.mode: %q is not token or chat", c.Policy.Mode))

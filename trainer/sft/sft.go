@@ -28,6 +28,7 @@ import (
 	"tau2rl/consumers/release"
 	"tau2rl/gpu"
 	"tau2rl/lib/logs"
+	"tau2rl/lib/required"
 	"tau2rl/schemas"
 	"tau2rl/trainer/batch"
 	"tau2rl/trainer/checkpoint"
@@ -84,9 +85,9 @@ func DefaultConfig() Config {
 func (c *Config) Validate() error {
 	switch {
 	case c.Dataset == "":
-		return errors.New("sft: dataset is required")
+		return fmt.Errorf("sft: dataset is %w", required.ErrMissing)
 	case c.Out == "":
-		return errors.New("sft: out (the checkpoint directory) is required")
+		return fmt.Errorf("sft: out (the checkpoint directory) is %w", required.ErrMissing)
 	case c.Epochs < 1:
 		return fmt.Errorf("sft: epochs must be ≥ 1, got %d", c.Epochs)
 	case c.BatchTokens < 1:

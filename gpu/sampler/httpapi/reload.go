@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"strings"
 
 	"tau2rl/gpu"
 )
@@ -119,7 +120,7 @@ func (s *Server) startWeightUpdate(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "a weight update is already in progress"})
 		return
 	}
-	s.session, s.staged = true, nil
+	s.session, s.staged, s.failed = true, nil, nil
 	writeJSON(w, http.StatusOK, map[string]string{"message": "Weight update started"})
 }
 
@@ -143,6 +144,9 @@ func (s *Server) updateWeights(w http.ResponseWriter, r *http.Request) {
 	wt, err := s.load(req.UpdateInfo.Path)
 	s.loadMu.Unlock()
 	if err != nil {
+		s.mu.Lock()
+		s.failed = append(s.failed, req.UpdateInfo.Path+": "+err.Error())
+		s.mu.Unlock()
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "update_weights: " + err.Error() + "; the old weights keep serving"})
 		return
 	}
@@ -161,11 +165,19 @@ func (s *Server) finishWeightUpdate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	staged, open := s.staged, s.session
-	s.session, s.staged = false, nil
+	staged, open, failed := s.staged, s.session, s.failed
+	s.session, s.staged, s.failed = false, nil, nil
 	s.mu.Unlock()
 	if !open {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "no weight update in progress"})
+		return
+	}
+	if len(failed) > 0 {
+		// A failed load in the session: the served weights are still the old ones, so the
+		// version must stay theirs (relabelling would attribute old-policy tokens to the new
+		// version). The session ends; the trainer's reloader sees the 400 and retries.
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "update_weights failed in this session (" +
+			strings.Join(failed, "; ") + "); the old weights and their weight version keep serving"})
 		return
 	}
 	version := ""

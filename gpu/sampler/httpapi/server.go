@@ -50,11 +50,13 @@ type Server struct {
 	log  *slog.Logger
 
 	draining atomic.Bool
+	inflight atomic.Int64 // generation requests being served (InFlight)
 
 	mu        sync.Mutex // guards the fields below and serializes weight loads
 	modelPath string
 	session   bool         // a vLLM start_weight_update … finish_weight_update session is open
 	staged    *gpu.Weights // weights loaded by /update_weights, applied by /finish_weight_update
+	failed    []string     // /update_weights failures of the open session: finish_weight_update refuses to relabel
 	loadMu    sync.Mutex
 }
 
@@ -70,17 +72,34 @@ func New(eng *sampler.Engine, opts Options) *Server {
 	return &Server{eng: eng, opts: opts, log: opts.Log, modelPath: opts.ModelPath}
 }
 
-// SetDraining makes health checks answer 503 and new generation requests 503, while requests
-// already in flight finish (SIGTERM's grace period).
+// SetDraining makes health checks answer 503 and new generation requests 503 with Retry-After,
+// while requests already in flight finish (SIGTERM's grace period): the listener stays open
+// meanwhile, so a client gets a status it retries elsewhere instead of a refused connection.
 func (s *Server) SetDraining(v bool) { s.draining.Store(v) }
+
+// InFlight is the number of generation requests being served (admitted past the draining check
+// and not yet answered); the binary's drain waits for it to reach zero before closing the listener.
+func (s *Server) InFlight() int64 { return s.inflight.Load() }
+
+// drainRetryAfter is the Retry-After (seconds) of a 503 while draining: another replica, or this
+// one after its restart, can take the request by then.
+const drainRetryAfter = "5"
+
+// refuseDraining answers a request that arrived while draining.
+func refuseDraining(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", drainRetryAfter)
+	writeError(w, http.StatusServiceUnavailable, "the server is shutting down; retry on another replica")
+}
 
 // Handler routes every endpoint.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	gen := func(h http.HandlerFunc) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
+			s.inflight.Add(1)
+			defer s.inflight.Add(-1)
 			if s.draining.Load() {
-				writeError(w, http.StatusServiceUnavailable, "the server is shutting down")
+				refuseDraining(w)
 				return
 			}
 			h(w, r)
@@ -203,7 +222,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	default:
 	}
 	if s.draining.Load() {
-		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		refuseDraining(w)
 		return
 	}
 	w.WriteHeader(http.StatusOK)
@@ -212,7 +231,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 // healthGenerate runs a one-token request through the engine, as SGLang's /health_generate.
 func (s *Server) healthGenerate(w http.ResponseWriter, r *http.Request) {
 	if s.draining.Load() {
-		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		refuseDraining(w)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)

@@ -418,3 +418,77 @@ func TestGenerateNeverReturnsPaddedIDs(t *testing.T) {
 		t.Fatalf("%d rejections for %d tokens: the padded rows do not dominate", st.Rejected, n)
 	}
 }
+
+// TestVLLMFailedUpdateKeepsVersion: a vLLM weight-update session whose /update_weights failed
+// must not relabel the served weights at /finish_weight_update (issue 27 item 20): the old
+// weights keep serving under their old version, and the finish answers 400 saying why.
+func TestVLLMFailedUpdateKeepsVersion(t *testing.T) {
+	f := newFixture(t, gpu.TinyConfig(), nil, sampler.Config{})
+	if status, out := f.post(t, "/start_weight_update", `{}`); status != 200 {
+		t.Fatalf("start: %d %v", status, out)
+	}
+	if status, out := f.post(t, "/update_weights", `{"update_info": {"path": "/nonexistent/v7"}}`); status != 400 {
+		t.Fatalf("update from a missing checkpoint: %d %v", status, out)
+	}
+	status, out := f.post(t, "/finish_weight_update", `{"weight_version": "7"}`)
+	if status != 400 || !strings.Contains(out["error"].(string), "update_weights failed") {
+		t.Fatalf("finish after a failed update: %d %v, want a 400 naming the failure", status, out)
+	}
+	if v := f.eng.Stats().Version; v != "0" {
+		t.Fatalf("version %q after a failed update, want the old \"0\"", v)
+	}
+	// The session is over; a new one with a good checkpoint still works.
+	dir := filepath.Join(t.TempDir(), "v8")
+	if _, err := gpu.WriteRandomCheckpoint(dir, gpu.TinyConfig(), 8, initOpts, gpu.BF16); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ path, body string }{{"/start_weight_update", `{}`},
+		{"/update_weights", `{"update_info": {"path": "` + dir + `"}}`}, {"/finish_weight_update", `{"weight_version": "8"}`}} {
+		if status, out := f.post(t, c.path, c.body); status != 200 {
+			t.Fatalf("%s: %d %v", c.path, status, out)
+		}
+	}
+	if v := f.eng.Stats().Version; v != "8" {
+		t.Fatalf("version %q after a good update, want 8", v)
+	}
+}
+
+// TestDrainingAnswers503: while draining, generation and /health answer 503 with Retry-After
+// (clients such as the producers' retry them elsewhere), and InFlight counts generation requests.
+func TestDrainingAnswers503(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "v0")
+	w, err := gpu.WriteRandomCheckpoint(dir, gpu.TinyConfig(), 5, initOpts, gpu.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := cpu.NewDecoder(w, gpu.KVCacheSpec{BlockSize: 4, NumBlocks: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := sampler.New(dec, sampler.Config{}, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = eng.Run(context.Background()) }()
+	api := New(eng, Options{ModelName: "tiny", ModelPath: dir})
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(func() { srv.Close(); eng.Close(); <-eng.Done() })
+	api.SetDraining(true)
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/generate", `{"input_ids": [1, 2]}`}, {"POST", "/v1/completions", `{"prompt": [1, 2]}`},
+		{"POST", "/v1/chat/completions", `{"messages": []}`}, {"GET", "/health", ""}, {"GET", "/health_generate", ""},
+	} {
+		req, _ := http.NewRequest(c.method, srv.URL+c.path, strings.NewReader(c.body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("%s while draining: %d, Retry-After %q; want 503 with Retry-After", c.path, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
+	if n := api.InFlight(); n != 0 {
+		t.Fatalf("in flight %d after the refused requests", n)
+	}
+}
