@@ -102,15 +102,50 @@ const completeMarker = ".tau2rl-complete"
 
 // Resolve returns the absolute directory of asset a, following the package's order.
 func Resolve(ctx context.Context, a Asset, o Options) (string, error) {
-	check := func(d, from string) (string, error) {
+	loc, err := Locate(a, o)
+	if err != nil || loc.Dir != "" {
+		return loc.Dir, err
+	}
+	hint := fmt.Sprintf("set %s to a directory holding it (with %s), or put it at ../shared/%s", a.EnvVar, a.Marker, a.Name)
+	if loc.Offline {
+		return "", fmt.Errorf("assets: %s not found and downloads are off ($%s); %s, or allow the download of %s into %s: %w",
+			a.Name, EnvOffline, hint, urls(a), loc.Cache, ErrNotFound)
+	}
+	dir, err := download(ctx, a, o, loc.Cache)
+	if err != nil {
+		return "", fmt.Errorf("assets: %s not found locally and the download failed (%w); %s, or run again online (it fetches %s into %s): %w",
+			a.Name, err, hint, urls(a), loc.Cache, ErrNotFound)
+	}
+	return dir, nil
+}
+
+// Location is where Locate found an asset without downloading it.
+type Location struct {
+	// Dir is the absolute directory ("" when only a download would provide it).
+	Dir string
+	// From says which step of the order gave Dir: "directory" (Options.Dir, a config key),
+	// "$ENV_VAR", "../shared" or "cache"; "" when Dir is "".
+	From string
+	// Cache is the cache directory a download would fill (when Dir is "").
+	Cache string
+	// Offline is true when Dir is "" and downloads are off.
+	Offline bool
+}
+
+// Locate runs steps 1–3 of the order (an explicit directory or the environment variable,
+// ../shared, the cache) and never downloads: a Location with an empty Dir means step 4 would
+// run. An explicit directory or variable that lacks the asset is an error (wrapping ErrNotFound),
+// as in Resolve; so is the lack of any cache directory when nothing local was found.
+func Locate(a Asset, o Options) (Location, error) {
+	check := func(d, from string) (Location, error) {
 		abs, err := filepath.Abs(d)
 		if err != nil {
-			return "", fmt.Errorf("assets: %s: %s %q: %w", a.Name, from, d, err)
+			return Location{}, fmt.Errorf("assets: %s: %s %q: %w", a.Name, from, d, err)
 		}
 		if _, err := os.Stat(filepath.Join(abs, a.Marker)); err != nil {
-			return "", fmt.Errorf("assets: %s: %s %q has no %s: %w", a.Name, from, d, a.Marker, ErrNotFound)
+			return Location{}, fmt.Errorf("assets: %s: %s %q has no %s: %w", a.Name, from, d, a.Marker, ErrNotFound)
 		}
-		return abs, nil
+		return Location{Dir: abs, From: from}, nil
 	}
 	if o.Dir != "" {
 		return check(o.Dir, "directory")
@@ -120,31 +155,39 @@ func Resolve(ctx context.Context, a Asset, o Options) (string, error) {
 	}
 	if !o.NoShared {
 		if d, ok := findShared(a); ok {
-			return d, nil
+			return Location{Dir: d, From: "../shared"}, nil
 		}
 	}
-	cacheRoot, cerr := cacheRoot(o)
-	if cerr == nil {
-		dir := filepath.Join(cacheRoot, a.Name+"-"+a.Revision)
-		if _, err := os.Stat(filepath.Join(dir, completeMarker)); err == nil {
-			return dir, nil
-		}
-	}
-	offline := o.Offline || truthy(os.Getenv(EnvOffline))
-	hint := fmt.Sprintf("set %s to a directory holding it (with %s), or put it at ../shared/%s", a.EnvVar, a.Marker, a.Name)
-	if cerr != nil {
-		return "", fmt.Errorf("assets: %s not found and no cache directory (%v); %s: %w", a.Name, cerr, hint, ErrNotFound)
-	}
-	if offline {
-		return "", fmt.Errorf("assets: %s not found and downloads are off ($%s); %s, or allow the download of %s into %s: %w",
-			a.Name, EnvOffline, hint, urls(a), cacheRoot, ErrNotFound)
-	}
-	dir, err := download(ctx, a, o, cacheRoot)
+	root, err := cacheRoot(o)
 	if err != nil {
-		return "", fmt.Errorf("assets: %s not found locally and the download failed (%w); %s, or run again online (it fetches %s into %s): %w",
-			a.Name, err, hint, urls(a), cacheRoot, ErrNotFound)
+		return Location{}, fmt.Errorf("assets: %s not found and no cache directory (%v); set %s to a directory holding it (with %s), or put it at ../shared/%s: %w",
+			a.Name, err, a.EnvVar, a.Marker, a.Name, ErrNotFound)
 	}
-	return dir, nil
+	dir := filepath.Join(root, a.Name+"-"+a.Revision)
+	if _, err := os.Stat(filepath.Join(dir, completeMarker)); err == nil {
+		return Location{Dir: dir, From: "cache"}, nil
+	}
+	return Location{Cache: root, Offline: o.Offline || truthy(os.Getenv(EnvOffline))}, nil
+}
+
+// Describe says in one line where asset a resolves for a binary's key value dir ("" for the
+// order), without downloading: "tau2-data: /srv/shared/tau2-data (from ../shared)", or what the
+// first run would download, or why it cannot be found. Binaries print it under --print-config,
+// so a user sees where the data and the tokenizer come from before anything runs.
+func Describe(a Asset, dir string) string {
+	loc, err := Locate(a, Options{Dir: dir})
+	switch {
+	case err != nil:
+		return fmt.Sprintf("%s: NOT FOUND: %v", a.Name, err)
+	case loc.Dir != "":
+		return fmt.Sprintf("%s: %s (from %s)", a.Name, loc.Dir, loc.From)
+	case loc.Offline:
+		return fmt.Sprintf("%s: NOT FOUND locally and downloads are off ($%s): set %s or put it at ../shared/%s",
+			a.Name, EnvOffline, a.EnvVar, a.Name)
+	default:
+		return fmt.Sprintf("%s: not found locally; the first run downloads the pinned revision into %s (set %s or put it at ../shared/%s to use a local copy)",
+			a.Name, filepath.Join(loc.Cache, a.Name+"-"+a.Revision), a.EnvVar, a.Name)
+	}
 }
 
 func truthy(s string) bool {

@@ -255,3 +255,38 @@ func TestTokenizerDigestIgnoresFormatting(t *testing.T) {
 		t.Fatal("a different merge gives the same digest")
 	}
 }
+
+// TestDescribeNeverDownloads: Describe (what --print-config prints) names the step of the order
+// that found the asset, says what a first run would download, and never fetches anything.
+func TestDescribeNeverDownloads(t *testing.T) {
+	srv, n := server(t, tarball(t, archiveFiles()), tok)
+	a := testAsset(srv.URL)
+	cache := t.TempDir()
+	t.Setenv(EnvCacheDir, cache)
+	t.Setenv(EnvOffline, "")
+	t.Setenv(a.EnvVar, "")
+	t.Chdir(t.TempDir())
+	if got := Describe(a, ""); !strings.Contains(got, "first run downloads") || !strings.Contains(got, cache) {
+		t.Errorf("nothing local: %q", got)
+	}
+	t.Setenv(EnvOffline, "1")
+	if got := Describe(a, ""); !strings.Contains(got, "NOT FOUND") || !strings.Contains(got, "set "+a.EnvVar) {
+		t.Errorf("offline: %q", got)
+	}
+	local := t.TempDir()
+	os.MkdirAll(filepath.Join(local, "tau2", "domains"), 0o755)
+	if got, want := Describe(a, local), local+" (from directory)"; !strings.Contains(got, want) {
+		t.Errorf("explicit directory: %q, want %q", got, want)
+	}
+	t.Setenv(a.EnvVar, local)
+	if got, want := Describe(a, ""), local+" (from $"+a.EnvVar+")"; !strings.Contains(got, want) {
+		t.Errorf("variable: %q, want %q", got, want)
+	}
+	t.Setenv(a.EnvVar, filepath.Join(local, "nope"))
+	if got := Describe(a, ""); !strings.Contains(got, "NOT FOUND") {
+		t.Errorf("a wrong variable: %q", got)
+	}
+	if n.Load() != 0 {
+		t.Fatalf("Describe made %d requests", n.Load())
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"tau2rl/lib/redact"
+	"tau2rl/lib/required"
 )
 
 // App describes a binary for --help and for its defaults.
@@ -122,17 +123,12 @@ func Execute(parent context.Context, app App, args []string, cfg any, out io.Wri
 		return errHelp
 	}
 	if opts.PrintConfig {
-		if err := WriteConfig(out, cfg); err != nil {
-			return err
-		}
+		return printConfig(out, cfg)
 	}
 	if v, ok := cfg.(Validator); ok {
 		if err := v.Validate(); err != nil {
 			return Usage(fmt.Errorf("invalid configuration: %w", err))
 		}
-	}
-	if opts.PrintConfig {
-		return nil
 	}
 	addr := app.MetricsAddr
 	if opts.MetricsAddr != nil {
@@ -193,6 +189,65 @@ func Execute(parent context.Context, app App, args []string, cfg any, out io.Wri
 		return nil
 	}
 	return err
+}
+
+// Annotator is implemented by configurations whose effective values are found at run time rather
+// than written in the configuration — where the τ² data and the Qwen3 tokenizer resolve
+// (lib/assets.Describe) —: --print-config prints each note as a comment after the configuration,
+// so a user sees what the binary would use before it runs.
+type Annotator interface {
+	ConfigNotes() []string
+}
+
+// printConfig is --print-config: the effective configuration as YAML, the Annotator's notes, then
+// validation. A configuration that only lacks required keys (every validation error wraps
+// required.ErrMissing) is printed with those keys listed as comments, and the status is 0: a first
+// `BINARY --print-config` shows the defaults and what is left to set. A wrong value is still a
+// usage error (exit status 2), so --print-config checks a configuration file too. The output stays
+// valid YAML (comments only), so it can be saved and passed back with --config.
+func printConfig(out io.Writer, cfg any) error {
+	if err := WriteConfig(out, cfg); err != nil {
+		return err
+	}
+	if a, ok := cfg.(Annotator); ok {
+		if notes := a.ConfigNotes(); len(notes) > 0 {
+			fmt.Fprintln(out, "# found at run time:")
+			for _, n := range notes {
+				fmt.Fprintf(out, "#   %s\n", redact.String(n))
+			}
+		}
+	}
+	v, ok := cfg.(Validator)
+	if !ok {
+		return nil
+	}
+	err := v.Validate()
+	if err == nil {
+		return nil
+	}
+	if !required.Only(err) {
+		return Usage(fmt.Errorf("invalid configuration: %w", err))
+	}
+	fmt.Fprintln(out, "# still to set before it runs:")
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintf(out, "#   %s\n", line)
+	}
+	return nil
+}
+
+// Check parses args into cfg and validates it as Execute does before calling a binary's run
+// function (a usage error, exit status 2, for anything wrong, missing keys included), without
+// starting anything. Tests of the binaries' example configurations use it.
+func Check(args []string, cfg any) error {
+	if _, err := Parse(args, cfg); err != nil {
+		return err
+	}
+	if v, ok := cfg.(Validator); ok {
+		if err := v.Validate(); err != nil {
+			return Usage(fmt.Errorf("invalid configuration: %w", err))
+		}
+	}
+	return nil
 }
 
 // serveMetrics starts the /metrics and /healthz server. /healthz answers 503

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -11,6 +12,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"tau2rl/lib/required"
 )
 
 type econfig struct {
@@ -284,5 +289,69 @@ func TestLoggerRedacts(t *testing.T) {
 		if !strings.Contains(b.String(), "[REDACTED]") || !strings.Contains(b.String(), "proxy/v1") {
 			t.Errorf("%s log lost its context: %s", format, b.String())
 		}
+	}
+}
+
+// needsConfig has one key a user must set (dataset) and one with a checked default (rate), and
+// says where its data would come from (ConfigNotes).
+type needsConfig struct {
+	Dataset string  `yaml:"dataset"`
+	Out     string  `yaml:"out"`
+	Rate    float64 `yaml:"rate"`
+}
+
+func (c *needsConfig) Validate() error {
+	var errs []error
+	if c.Dataset == "" {
+		errs = append(errs, fmt.Errorf("dataset is %w (the archive to read)", required.ErrMissing))
+	}
+	if c.Out == "" {
+		errs = append(errs, fmt.Errorf("out: %w", required.ErrMissing))
+	}
+	if c.Rate <= 0 {
+		errs = append(errs, fmt.Errorf("rate %v: must be > 0", c.Rate))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("replay: %w", errors.Join(errs...))
+}
+
+func (c *needsConfig) ConfigNotes() []string { return []string{"tau2-data: /srv/shared/tau2-data (from ../shared)"} }
+
+// TestPrintConfigListsMissingKeys: `BINARY --print-config` with keys still to set prints the
+// effective configuration, lists those keys as comments and exits 0 (a new user's first look at
+// the defaults); a wrong value is still exit 2; a run without the keys is still refused.
+func TestPrintConfigListsMissingKeys(t *testing.T) {
+	noRun := func(context.Context, *Runtime) error { t.Error("run called"); return nil }
+	cfg := needsConfig{Rate: 1}
+	var out bytes.Buffer
+	err := Execute(context.Background(), App{Name: "t"}, []string{"--print-config"}, &cfg, &out, noRun)
+	if err != nil {
+		t.Fatalf("--print-config with required keys unset: exit %d: %v", ExitCode(err), err)
+	}
+	for _, want := range []string{"dataset: \"\"", "rate: 1", "# still to set before it runs:",
+		"#   replay: dataset is required (the archive to read)", "#   out: required",
+		"# found at run time:", "#   tau2-data: /srv/shared/tau2-data (from ../shared)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(out.Bytes(), &doc); err != nil || doc["rate"] != 1 {
+		t.Errorf("the output is not the configuration as YAML (%v): %v", err, doc)
+	}
+	cfg = needsConfig{Rate: 1}
+	err = Execute(context.Background(), App{Name: "t"}, []string{"--print-config", "rate=-1"}, &cfg, io.Discard, noRun)
+	if ExitCode(err) != 2 || !strings.Contains(err.Error(), "rate -1: must be > 0") {
+		t.Errorf("a wrong value beside missing keys: exit %d: %v", ExitCode(err), err)
+	}
+	cfg = needsConfig{Rate: 1}
+	if err := Check([]string{"out=o"}, &cfg); ExitCode(err) != 2 || !strings.Contains(err.Error(), "dataset is required") {
+		t.Errorf("Check without dataset: exit %d: %v", ExitCode(err), err)
+	}
+	cfg = needsConfig{Rate: 1}
+	if err := Check([]string{"out=o", "dataset=d"}, &cfg); err != nil {
+		t.Errorf("Check of a complete configuration: %v", err)
 	}
 }

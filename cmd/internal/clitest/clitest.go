@@ -4,13 +4,16 @@
 //
 // Layout (DIR is usually "testdata/config"):
 //
-//	DIR/good/*.yaml  must parse and validate. Lines "# key: dotted.path = VALUE" name a key of
+//	DIR/good/*.yaml  must parse and validate, and --print-config must list nothing still to set. Lines "# key: dotted.path = VALUE" name a key of
 //	                 the printed effective configuration and its value (e.g. a default the
 //	                 file must not reset; list elements by index: policy.endpoints.0.base_url);
 //	                 lines "# want: TEXT" text it must contain; lines "# args: k=v …" add key=value overrides after the file
 //	                 (split at spaces), "# arg: k=v" one override that may hold spaces.
 //	DIR/bad/*.yaml   must fail with a usage error (exit status 2) before the binary would
 //	                 start, with an error containing every "# want: TEXT"; "# args:" as above.
+//	                 Under --print-config a file that only lacks required keys is printed with
+//	                 them listed as comments (exit 0, each "# want:" text among them); any
+//	                 other bad file fails there too, with the same error.
 //
 // A file without a "# want:" line in bad/ is itself an error: every bad example says why.
 package clitest
@@ -44,9 +47,15 @@ func ConfigFiles(t *testing.T, dir string, newConfig func() any) {
 	for _, f := range good {
 		t.Run("good/"+filepath.Base(f), func(t *testing.T) {
 			want, args := directives(t, f)
+			if err := cli.Check(append([]string{"--config", f}, args...), newConfig()); err != nil {
+				t.Fatalf("a good configuration was rejected (exit %d): %v", cli.ExitCode(err), err)
+			}
 			out, err := PrintConfig(newConfig(), append([]string{"--config", f}, args...)...)
 			if err != nil {
-				t.Fatalf("a good configuration was rejected (exit %d): %v", cli.ExitCode(err), err)
+				t.Fatalf("--print-config of a good configuration failed (exit %d): %v", cli.ExitCode(err), err)
+			}
+			if strings.Contains(out, "# still to set") {
+				t.Fatalf("--print-config of a good configuration lists keys still to set:\n%s", out)
 			}
 			for _, w := range want {
 				if !strings.Contains(out, w) {
@@ -74,7 +83,7 @@ func ConfigFiles(t *testing.T, dir string, newConfig func() any) {
 			if len(want) == 0 {
 				t.Fatalf("%s: a bad example needs a '# want: ERROR TEXT' line", f)
 			}
-			_, err := PrintConfig(newConfig(), append([]string{"--config", f}, args...)...)
+			err := cli.Check(append([]string{"--config", f}, args...), newConfig())
 			if err == nil {
 				t.Fatal("a bad configuration was accepted")
 			}
@@ -85,6 +94,22 @@ func ConfigFiles(t *testing.T, dir string, newConfig func() any) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q lacks %q", err, w)
 				}
+			}
+			// --print-config prints a configuration that only lacks keys, listing them (exit 0),
+			// and refuses a wrong value with the same error (exit 2).
+			out, perr := PrintConfig(newConfig(), append([]string{"--config", f}, args...)...)
+			switch {
+			case perr == nil:
+				if !strings.Contains(out, "# still to set before it runs:") {
+					t.Errorf("--print-config accepted a bad configuration without listing what is missing:\n%s", out)
+				}
+				for _, w := range want {
+					if !strings.Contains(out, w) {
+						t.Errorf("--print-config's list of keys to set lacks %q:\n%s", w, out)
+					}
+				}
+			case cli.ExitCode(perr) != 2 || perr.Error() != err.Error():
+				t.Errorf("--print-config: exit %d, %v; want exit 2 and %v", cli.ExitCode(perr), perr, err)
 			}
 		})
 	}
