@@ -317,7 +317,9 @@ func (c *needsConfig) Validate() error {
 	return fmt.Errorf("replay: %w", errors.Join(errs...))
 }
 
-func (c *needsConfig) ConfigNotes() []string { return []string{"tau2-data: /srv/shared/tau2-data (from ../shared)"} }
+func (c *needsConfig) ConfigNotes() []string {
+	return []string{"tau2-data: /srv/shared/tau2-data (from ../shared)"}
+}
 
 // TestPrintConfigListsMissingKeys: `BINARY --print-config` with keys still to set prints the
 // effective configuration, lists those keys as comments and exits 0 (a new user's first look at
