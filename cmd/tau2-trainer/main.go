@@ -37,9 +37,11 @@ that checkpoint covers, reloads the inference servers (reload.backend) and publi
 version N. It issues rollout requests itself so
 in-flight work never runs more than max_head_offpolicyness versions ahead (admission.*).
 
-It resumes from the newest valid checkpoint in checkpoint.dir, optimizer state included, so the
-run continues exactly as if it had not stopped; otherwise it starts from model.path (a Hugging
-Face Qwen3 checkpoint) or a random initialisation (model.config, default a tiny shape).
+It resumes from the newest readable checkpoint in checkpoint.dir, optimizer state included, so the
+run continues exactly as if it had not stopped (an unreadable newer one is skipped, and logged);
+otherwise it starts from model.path (a Hugging Face Qwen3 checkpoint) or a random initialisation
+(model.config, default a tiny shape). If checkpoint.dir holds checkpoints but none is readable, it
+refuses to start unless checkpoint.start_fresh=true.
 
 backend: cpu (pure Go reference; small models) or cuda (only in binaries built with -tags cuda).
 parallel.devices=[0,1,…] trains on several GPUs of the host (data parallel, sharded optimizer state,
@@ -234,13 +236,14 @@ func factory(cfg *Config) (backendFactory, error) {
 	return f, nil
 }
 
-// latestCheckpoint finds the newest usable checkpoint under checkpoint.dir.
+// latestCheckpoint finds the checkpoint to resume from under checkpoint.dir: the newest
+// readable one (falling back past unreadable newer ones, logged). When checkpoint.dir holds
+// checkpoints but none is readable it refuses to start (exit status 1, the reasons listed)
+// unless checkpoint.start_fresh is set: starting over would publish version 1 after version N
+// and commit offsets for a model that forgot its training (checkpoint.Manager.Resume).
 func latestCheckpoint(cfg *Config, rt *cli.Runtime) (*checkpoint.Manager, string, checkpoint.State, bool, error) {
 	m := &checkpoint.Manager{Dir: cfg.Checkpoint.Dir, Keep: cfg.Checkpoint.Keep, Log: rt.Log}
-	dir, st, found, skipped, err := m.Latest()
-	for _, s := range skipped {
-		rt.Log.Warn("unusable checkpoint skipped", "err", s)
-	}
+	dir, st, found, err := m.Resume(cfg.Checkpoint.StartFresh)
 	return m, dir, st, found, err
 }
 

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"math"
 	"net"
 	"os"
@@ -256,4 +258,76 @@ func TestTrainerBinaryTwoHosts(t *testing.T) {
 	}
 	// Resume on two hosts: the leader restores every host's optimizer state through the feed.
 	twoHosts()
+}
+
+// TestTrainerUnreadableCheckpoints (issue 27 item 1): with checkpoint.keep=1 and the only
+// checkpoint's trainer_state.json empty, the trainer used to start from random weights, publish
+// version 1 after version 6 and prune each new checkpoint as soon as it was written. Now it
+// refuses to start (exit status 1, naming the checkpoint and checkpoint.start_fresh) and touches
+// nothing; with checkpoint.start_fresh=true it starts over, keeps its new checkpoint and leaves the
+// unreadable one in place; the next start resumes from the new checkpoint without the setting.
+func TestTrainerUnreadableCheckpoints(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	// The model of this test, spelled out (model.config) so the test does not depend on defaults.
+	modelConfig := filepath.Join(t.TempDir(), "config.json")
+	cb, err := json.Marshal(gpu.TinyConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(modelConfig, cb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := &checkpoint.Manager{Dir: dir, Keep: 1}
+	if _, err := m.Save(checkpoint.State{Version: 6, Step: 6}, func(d string) error {
+		w, err := gpu.NewRandomWeights(gpu.TinyConfig(), 3)
+		if err != nil {
+			return err
+		}
+		return w.Save(d, gpu.F32)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	v6 := filepath.Join(dir, "v6")
+	if err := os.WriteFile(filepath.Join(v6, checkpoint.StateFile), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// No broker is needed to refuse: the checkpoint is read before any connection is made.
+	base := []string{"kafka.brokers=[" + freeAddr(t) + "]", "admission.enabled=false", "batch_size=2", "group.group_size=4",
+		"max_steps=1", "checkpoint.keep=1", "checkpoint.dtype=float32", "checkpoint.dir=" + dir, "model.config=" + modelConfig,
+		"actor.mb_spec.max_tokens_per_mb=512", "tick=20ms"}
+	err = execute(t, ctx, base...)
+	if err == nil || cli.ExitCode(err) != 1 || !errors.Is(err, checkpoint.ErrNoReadable) {
+		t.Fatalf("start over an unreadable checkpoint: err %v (exit %d), want a refusal with exit 1", err, cli.ExitCode(err))
+	}
+	for _, want := range []string{v6, checkpoint.StateFile, "checkpoint.start_fresh=true"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q does not mention %q", err, want)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("a refused start changed checkpoint.dir: %v", ents)
+	}
+
+	if testing.Short() {
+		t.Skip("embedded broker round trip")
+	}
+	b := brokerWithTwoGroups(t, ctx, 1)
+	args := append(slices.Clone(base), "kafka.brokers=["+b.Addr()+"]", "kafka.reader.max_wait=50ms",
+		"kafka.reader.heartbeat_interval=500ms", "kafka.reader.session_timeout=6s")
+	if err := execute(t, ctx, append(slices.Clone(args), "checkpoint.start_fresh=true")...); err != nil {
+		t.Fatalf("checkpoint.start_fresh=true: %v", err)
+	}
+	ck, st, ok, skipped, err := m.Latest()
+	if err != nil || !ok || st.Version != 1 || filepath.Base(ck) != "v1" || len(skipped) != 1 {
+		t.Fatalf("after a fresh start: latest %s %+v ok %v skipped %v err %v, want v1 kept beside the unreadable v6", ck, st, ok, skipped, err)
+	}
+	if _, err := os.Stat(v6); err != nil {
+		t.Fatalf("the unreadable v6 was removed: %v", err)
+	}
+	// The next start resumes from v1 (max_steps reached: it stops at once), no setting needed.
+	if err := execute(t, ctx, args...); err != nil {
+		t.Fatalf("resume from v1 past the unreadable v6: %v", err)
+	}
 }

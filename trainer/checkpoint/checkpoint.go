@@ -391,11 +391,19 @@ func (m *Manager) CleanTemp() error {
 
 // ReadState reads and checks the state file of a checkpoint directory.
 func ReadState(dir string) (State, error) {
-	b, err := os.ReadFile(filepath.Join(dir, StateFile))
+	p := filepath.Join(dir, StateFile)
+	b, err := os.ReadFile(p)
 	if err != nil {
 		return State{}, fmt.Errorf("checkpoint: %w", err)
 	}
-	return ParseState(b)
+	if len(b) == 0 {
+		return State{}, fmt.Errorf("checkpoint: %s is empty (the write did not complete: a full disk or a crash of the storage)", p)
+	}
+	st, err := ParseState(b)
+	if err != nil {
+		return State{}, fmt.Errorf("%s: %w", p, err)
+	}
+	return st, nil
 }
 
 // ParseState decodes a state file strictly: unknown fields are errors, the format must be
