@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -28,6 +29,7 @@ import (
 	"tau2rl/gpu/sampler"
 	"tau2rl/gpu/sampler/httpapi"
 	"tau2rl/lib/inference/tokenizer"
+	"tau2rl/lib/required"
 )
 
 const usage = `tau2-sampler — serves a Qwen3 checkpoint for RL rollouts (SGLang / vLLM / OpenAI wire formats)
@@ -73,6 +75,11 @@ type Config struct {
 	Engine sampler.Config `yaml:"engine"`
 	// DrainTimeout is how long SIGTERM lets requests in flight finish. Default 30s.
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
+	// CheckpointDir is the trainer's checkpoint.dir (optional). When set, the sampler starts on
+	// its newest complete checkpoint v<N> with weight version N (model is then only the fallback
+	// for a directory without one), and SIGHUP — `systemctl reload` — swaps in the newest
+	// checkpoint in place, so a restarted sampler does not serve stale weights (reload.go).
+	CheckpointDir string `yaml:"checkpoint_dir"`
 }
 
 // KVConfig sizes the cache.
@@ -103,9 +110,9 @@ func DefaultConfig() Config {
 func (c *Config) Validate() error {
 	switch {
 	case c.Model == "":
-		return errors.New("model (a checkpoint directory) is required")
+		return fmt.Errorf("model (a checkpoint directory) is %w", required.ErrMissing)
 	case c.Listen == "":
-		return errors.New("listen is required")
+		return fmt.Errorf("listen is %w", required.ErrMissing)
 	case backends[c.Backend] == nil:
 		return fmt.Errorf("backend %q: want one of %s", c.Backend, backendNames())
 	case c.KV.Blocks < 0:
@@ -192,6 +199,11 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config, bound chan<- string)
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
+	hup, stopHup := reloadSignals()
+	defer stopHup()
+	if err := resolveStartCheckpoint(cfg, rt.Log); err != nil {
+		return err
+	}
 	w, err := gpu.LoadWeights(cfg.Model)
 	if err != nil {
 		return fmt.Errorf("sampler: %w", err)
@@ -218,7 +230,6 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config, bound chan<- string)
 		ecfg.WeightVersion = v // "" → the engine's "0"
 	}
 	eng, err := sampler.New(dec, ecfg, tok, met, rt.Log.With("component", "engine"))
-
 	if err != nil {
 		return err
 	}
@@ -248,7 +259,11 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config, bound chan<- string)
 	if bound != nil {
 		bound <- ln.Addr().String()
 	}
+	var serving atomic.Bool
+	servingMetrics(rt.Registry, eng, serving.Load, rt.Log)
+	serving.Store(true)
 	rt.Ready()
+	go serveReloads(ctx, hup, cfg, api.Handler(), eng, rt.Log)
 
 	select {
 	case <-ctx.Done():
