@@ -1,7 +1,14 @@
-// Package loss computes AReaL's decoupled PPO actor loss over packed prefix-tree micro-batches and
+// Package loss holds the training objectives: a loss over a packed prefix-tree micro-batch and
 // its gradient with respect to the per-node log-probs, which is what gpu.Backend.Backward takes.
 //
-// For every loss token (a reference r of node c to token t of sequence s, see prefixtree):
+// Every trainer reaches an objective through one interface, Objective (Input in: the micro-batch,
+// the sequences' advantages and behaviour log-probs, the current and proximal log-probs, the
+// normaliser; Result out: loss, per-node gradient, Stats), built by New from Config.Objective
+// out of the registry (registry.go). trainer/step (one GPU, data-parallel ranks, and through
+// trainer/feed the other hosts) runs actor.objective, trainer/sft runs "nll". A new objective is
+// one file here and one Register line in registry.go (docs/ARCHITECTURE.md, "Where new things go").
+//
+// The default, "ppo", is AReaL's decoupled PPO actor loss. For every loss token (a reference r of node c to token t of sequence s, see prefixtree):
 //
 //	ratio   = exp(logp[c] − prox[c])                 current policy / proximal policy
 //	pg      = max(−A·ratio, −A·clip(ratio, 1−ε, 1+ε_high))
@@ -27,8 +34,11 @@ import (
 	"tau2rl/trainer/prefixtree"
 )
 
-// Config holds the PPO knobs, with AReaL's names.
+// Config holds the loss settings, with AReaL's names: which objective, and the PPO knobs.
 type Config struct {
+	// Objective names the registered objective the trainer optimises (registry.go): "ppo"
+	// (AReaL's decoupled PPO, GRPO's objective) or "nll"; "" is "ppo". Default "ppo".
+	Objective string `yaml:"objective"`
 	// EpsClip is the ratio clip ε: ratios are clipped to [1−ε, 1+ε]. Default 0.4 (AReaL τ²).
 	EpsClip float64 `yaml:"eps_clip"`
 	// EpsClipHigher, when > 0, replaces ε on the upper side (decoupled clip). Default 0 (unset).
@@ -39,10 +49,28 @@ type Config struct {
 }
 
 // DefaultConfig returns AReaL's τ² settings.
-func DefaultConfig() Config { return Config{EpsClip: 0.4, BehavImpWeightCap: 5} }
+func DefaultConfig() Config {
+	return Config{Objective: ObjectivePPO, EpsClip: 0.4, BehavImpWeightCap: 5}
+}
 
-// Validate rejects clip settings outside (0, 1) for the lower side, or negative ones.
+// objective is c.Objective with "" read as the default, so a zero Config (and a step from a
+// leader that predates the field) means PPO.
+func (c Config) objective() string {
+	if c.Objective == "" {
+		return ObjectivePPO
+	}
+	return c.Objective
+}
+
+// Validate checks that the objective is registered and that the settings it reads are valid
+// (New's check).
 func (c Config) Validate() error {
+	_, err := New(c)
+	return err
+}
+
+// validatePPO rejects clip settings outside (0, 1) for the lower side, or negative ones.
+func (c Config) validatePPO() error {
 	if !(c.EpsClip > 0 && c.EpsClip < 1) {
 		return fmt.Errorf("loss: eps_clip must be in (0, 1), got %v", c.EpsClip)
 	}
@@ -141,13 +169,14 @@ func (s *Stats) BehavAbsDiff() float64 { return s.mean(s.BehavAbsSum) }
 // Advantage is the mean advantage over loss tokens.
 func (s *Stats) Advantage() float64 { return s.mean(s.AdvSum) }
 
-// Compute evaluates the loss of one micro-batch and its gradient per node. logp are the current
+// Compute evaluates the PPO loss of one micro-batch and its gradient per node, whatever
+// c.Objective says (the trainers reach it through New, as the "ppo" objective). logp are the current
 // log-probs (Backend.Forward), prox the proximal ones (Backend.LogProbs before the update),
 // entropy the per-node entropies (for metrics; may be nil). seqs is indexed by the sequence ids of
 // mb.RefSeq. n is the number of loss tokens of the whole minibatch (the normaliser). Stats, if
 // non-nil, are accumulated.
 func (c Config) Compute(mb *prefixtree.MicroBatch, seqs []Seq, logp, prox, entropy []float32, n int64, stats *Stats) (float64, []float32, error) {
-	if err := c.Validate(); err != nil {
+	if err := c.validatePPO(); err != nil {
 		return 0, nil, err
 	}
 	nodes := mb.Len()

@@ -321,18 +321,22 @@ func Run(ctx context.Context, cfg Config, be gpu.Backend, trajs []*schemas.Traje
 // update runs forward, the NLL and backward over every micro-batch of one step, then AdamW. It
 // returns the step's mean NLL per loss token and the pre-clip gradient norm.
 func update(be gpu.Backend, p *prefixtree.Packing, opt gpu.Optimizer) (float64, float64, error) {
+	obj, err := loss.New(loss.Config{Objective: loss.ObjectiveNLL})
+	if err != nil {
+		return 0, 0, err
+	}
 	var total float64
 	for i, mb := range p.MicroBatches {
 		logp, _, err := be.Forward(&mb.MicroBatch)
 		if err != nil {
 			return 0, 0, fmt.Errorf("forward of micro-batch %d: %w", i, err)
 		}
-		l, dlogp, _, err := loss.NLL(mb, logp, p.LossTokens)
+		res, err := loss.Evaluate(obj, loss.Input{MB: mb, Logp: logp, N: p.LossTokens})
 		if err != nil {
 			return 0, 0, fmt.Errorf("micro-batch %d: %w", i, err)
 		}
-		total += l
-		if err := be.Backward(dlogp); err != nil {
+		total += res.Loss
+		if err := be.Backward(res.DLogp); err != nil {
 			return 0, 0, fmt.Errorf("backward of micro-batch %d: %w", i, err)
 		}
 	}

@@ -18,6 +18,10 @@ import (
 // on one GPU. Proximal log-probs are computed by the rank that later trains the micro-batch, with
 // the same assignment. Loss statistics are kept per rank and merged in rank order.
 func (t *Trainer) updateParallel(g *dp.Group, p *prefixtree.Packing, seqs []loss.Seq) (loss.Stats, float64, error) {
+	obj, err := loss.New(t.cfg.Actor.Config)
+	if err != nil {
+		return loss.Stats{}, 0, err
+	}
 	mbs := p.MicroBatches
 	n := t.cfg.Actor.PPONMinibatches
 	type minibatch struct {
@@ -62,11 +66,12 @@ func (t *Trainer) updateParallel(g *dp.Group, p *prefixtree.Packing, seqs []loss
 			if part.prox != nil {
 				px = part.prox[i]
 			}
-			_, dlogp, err := t.cfg.Actor.Config.Compute(mbs[part.lo+i], seqs, logp, px, ent, part.tokens, &perRank[rank])
+			res, err := loss.Evaluate(obj, loss.Input{MB: mbs[part.lo+i], Seqs: seqs, Logp: logp, Prox: px, Entropy: ent, N: part.tokens})
 			if err != nil {
 				return nil, fmt.Errorf("loss: %w", err)
 			}
-			return dlogp, nil
+			perRank[rank].Add(res.Stats)
+			return res.DLogp, nil
 		})
 		if err != nil {
 			return stats, 0, fmt.Errorf("forward/backward: %w", err)

@@ -49,11 +49,17 @@ func trainTwoSteps(t *testing.T, be gpu.Backend, minibatches int) (string, check
 // trainTwoStepsFed is trainTwoSteps on the leader of several hosts when l is set.
 func trainTwoStepsFed(t *testing.T, be gpu.Backend, minibatches int, l *feed.Leader) (string, checkpoint.State) {
 	t.Helper()
+	return trainTwoStepsWith(t, be, l, func(c *Config) { c.Actor.PPONMinibatches = minibatches })
+}
+
+// trainTwoStepsWith is trainTwoStepsFed with the configuration changed by edit.
+func trainTwoStepsWith(t *testing.T, be gpu.Backend, l *feed.Leader, edit func(*Config)) (string, checkpoint.State) {
+	t.Helper()
 	cfg := testConfig(t)
 	cfg.MaxSteps = 2
 	cfg.BatchSize = 3
 	cfg.Actor.MBSpec.MaxTokensPerMB = 40 // several micro-batches per step; every call still fits
-	cfg.Actor.PPONMinibatches = minibatches
+	edit(&cfg)
 	m, _ := NewMetrics(nil)
 	tr, err := New(cfg, Deps{Backend: be, Metrics: m, Feed: l, Source: newMemSource(groupMessages(t, []string{"0", "1", "2", "3", "4", "5"}, 0, 0))})
 	if err != nil {

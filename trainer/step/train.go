@@ -128,6 +128,10 @@ func (t *Trainer) update(p *prefixtree.Packing, seqs []loss.Seq) (loss.Stats, fl
 		}
 		return t.updateParallel(g, p, seqs)
 	}
+	obj, err := loss.New(t.cfg.Actor.Config)
+	if err != nil {
+		return loss.Stats{}, 0, err
+	}
 	mbs := p.MicroBatches
 	var prox [][]float32
 	if t.cfg.Actor.RecomputeLogprob {
@@ -165,11 +169,12 @@ func (t *Trainer) update(p *prefixtree.Packing, seqs []loss.Seq) (loss.Stats, fl
 			if prox != nil {
 				px = prox[i]
 			}
-			_, dlogp, err := t.cfg.Actor.Config.Compute(mb, seqs, logp, px, ent, tokens, &stats)
+			res, err := loss.Evaluate(obj, loss.Input{MB: mb, Seqs: seqs, Logp: logp, Prox: px, Entropy: ent, N: tokens})
 			if err != nil {
 				return stats, 0, fmt.Errorf("loss of micro-batch %d: %w", i, err)
 			}
-			if err := be.Backward(dlogp); err != nil {
+			stats.Add(res.Stats)
+			if err := be.Backward(res.DLogp); err != nil {
 				return stats, 0, fmt.Errorf("backward of micro-batch %d: %w", i, err)
 			}
 		}
