@@ -105,6 +105,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/chat/completions", s.route("chat", http.MethodPost, s.chat))
+	mux.HandleFunc("/v1/responses", s.route("responses", http.MethodPost, s.responses))
 	mux.HandleFunc("/v1/models", s.route("models", http.MethodGet, s.models))
 	mux.HandleFunc("/v1/models/{model}", s.route("models", http.MethodGet, s.models))
 	mux.HandleFunc("/v1/sessions/{id}", s.route("session", http.MethodGet, s.getSession))

@@ -145,7 +145,8 @@ type session struct {
 	outcome   string // finished, aborted, expired (phaseDone)
 	reward    *float64
 	callRew   []float64
-	versioned bool // PolicyVersionStart set
+	versioned bool          // PolicyVersionStart set
+	responses responseStore // the Responses API's stored responses (responses.go)
 }
 
 // msgKey identifies a message for continuing a history: a 128-bit hash of
