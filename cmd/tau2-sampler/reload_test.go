@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -94,10 +95,16 @@ func TestSIGHUPReloadsNewest(t *testing.T) {
 		t.Fatalf("started on version %q, want 1", v)
 	}
 	p2 := saveVersion(t, dir, 2, 3)
+	// The test process keeps SIGHUP caught until it ends: a signal still in flight when the
+	// server stops (and stops catching it) would otherwise end the whole test binary.
+	delivered := make(chan os.Signal, 4)
+	signal.Notify(delivered, syscall.SIGHUP)
+	defer signal.Stop(delivered)
 	for range 2 {
 		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
+		<-delivered
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			path, v := modelInfo(t, url)
