@@ -17,7 +17,9 @@ import (
 type ActorConfig struct {
 	// Optimizer is AdamW (actor.optimizer.lr, …). Default gpu.DefaultOptimizer (AReaL τ² 1.7B).
 	Optimizer gpu.Optimizer `yaml:"optimizer"`
-	// Config holds eps_clip, eps_clip_higher and behav_imp_weight_cap (actor.eps_clip, …).
+	// Config holds the objective (actor.objective: "ppo", the default, or any objective
+	// registered in trainer/loss) and PPO's eps_clip, eps_clip_higher and behav_imp_weight_cap
+	// (actor.eps_clip, …).
 	loss.Config `yaml:",inline"`
 	// MBSpec is the micro-batch budget (actor.mb_spec.max_tokens_per_mb).
 	MBSpec prefixtree.Config `yaml:"mb_spec"`
