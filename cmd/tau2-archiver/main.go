@@ -84,19 +84,9 @@ func run(ctx context.Context, rt *cli.Runtime, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	// The group's lag over every partition of the topic, from the broker's committed offsets:
-	// the alerting metric of a partial stall (docs/OPERATIONS.md, Tau2PartitionStalled).
-	topic := cfg.Topic
-	if topic == "" {
-		topic = cfg.Kafka.Topics.Trajectories
-	}
-	gl, err := tkafka.NewGroupLag(cfg.Kafka, cfg.Group, topic, rt.Log)
-	if err != nil {
-		return err
-	}
-	if err := rt.Registry.Register(gl); err != nil {
-		return fmt.Errorf("archiver: group lag metric: %w", err)
-	}
+	// The group's lag over every partition of the topic (tau2rl_kafka_group_lag, the alerting
+	// metric of a partial stall: docs/OPERATIONS.md, Tau2PartitionStalled) comes with the group
+	// reader's metrics, km.
 	rt.Ready()
 	return a.Run(ctx)
 }

@@ -11,7 +11,8 @@ import (
 // Metrics are the transport's Prometheus series. One Metrics is shared by
 // every writer and reader of a process; the labels say which topic (and for
 // lag which group and partition). Operation labels ("op") are write, fetch,
-// commit and dead_letter.
+// commit, commit_dropped (a commit a GroupReader refused: a partition no
+// longer owned, or an offset below the group's), join and dead_letter.
 type Metrics struct {
 	// MessagesOut counts messages acknowledged by the brokers, per topic.
 	MessagesOut *prometheus.CounterVec
@@ -34,6 +35,10 @@ type Metrics struct {
 	// Latency is the duration of a write (one WriteMessages call, i.e. a
 	// batch) or a commit, per topic and op.
 	Latency *prometheus.HistogramVec
+
+	// groupLag is the registry's group-lag collector (GroupLag), to which each GroupReader adds
+	// its group and topics; nil when the metrics are not registered (nothing would scrape it).
+	groupLag *groupLagSet
 }
 
 // NewMetrics creates the transport metrics and registers them on reg (nil
@@ -78,6 +83,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.DeadLetters = metrics.Add(s, m.DeadLetters)
 	m.Lag = metrics.Add(s, m.Lag)
 	m.Latency = metrics.Add(s, m.Latency)
+	if reg != nil {
+		m.groupLag = metrics.Add(s, newGroupLagSet())
+	}
 	if err := s.Err(); err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
