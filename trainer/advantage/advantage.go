@@ -22,6 +22,16 @@
 // every episode a zero group-relative advantage, so it is dropped by default; optionally a group
 // whose call-weighted mean raw reward exceeds max_mean_reward is dropped (AReaL HEAD keeps a group
 // only if that mean ≤ 0.95).
+//
+// Finite rewards always give finite advantages, however large or small (issue 27: a group with
+// rewards [1e308, 1e308, 0, 0] overflowed the group mean and made every advantage NaN). Means
+// and standard deviations are computed on the values scaled by a power of two that brings the
+// largest magnitude into [0.5, 1): the scaling is exact, so ordinary rewards give bit for bit the
+// advantages of the plain formulas, and extreme ones cannot overflow. A transformed reward beyond
+// the float64 range saturates at ±math.MaxFloat64; a standard deviation of zero (one episode, or
+// equal rewards kept with eps = 0) gives advantage 0, not 0/0; and advantages are clamped to
+// ±math.MaxFloat32 because the loss trains on float32 (only reachable without std normalisation).
+// Rewards that large are refused earlier anyway (schemas.MaxAbsReward).
 package advantage
 
 import (
@@ -140,24 +150,26 @@ func (c Config) Filter(g Group) (keep bool, reason string) {
 		}
 	}
 	if c.MaxMeanReward > 0 {
-		var sum float64
-		var n int
+		var xs, ws []float64
 		for _, e := range g.Episodes {
 			for _, call := range e.Calls {
-				sum += callReward(e, call)
-				n++
+				xs, ws = append(xs, callReward(e, call)), append(ws, 1)
 			}
 		}
-		if n > 0 && sum/float64(n) > c.MaxMeanReward {
+		if len(xs) > 0 && momentsOf(xs, ws, false).mean() > c.MaxMeanReward {
 			return false, "mean_above_max"
 		}
 	}
 	return true, ""
 }
 
-// transform applies bias, scaling and clipping to a raw reward.
+// transform applies bias, scaling and clipping to a raw reward. A result beyond the float64
+// range saturates at ±math.MaxFloat64 (before clipping), so a finite reward stays finite.
 func (c Config) transform(r float64) float64 {
 	r = (r + c.RewardBias) * c.RewardScaling
+	if math.IsInf(r, 0) {
+		r = math.Copysign(math.MaxFloat64, r)
+	}
 	if c.RewardClip > 0 {
 		r = max(-c.RewardClip, min(c.RewardClip, r))
 	}
@@ -197,10 +209,10 @@ func (c Config) Compute(groups []Group) ([][][]float64, error) {
 			for ei, e := range g.Episodes {
 				rs[ei], ws[ei] = c.transform(e.Reward), 1
 			}
-			mean, std := meanStd(rs, ws, c.Unbiased)
+			m := momentsOf(rs, ws, c.Unbiased)
 			for ei := range out[gi] {
 				for ci := range out[gi][ei] {
-					out[gi][ei][ci] = c.normalise(out[gi][ei][ci], mean, std)
+					out[gi][ei][ci] = c.normalise(out[gi][ei][ci], m)
 				}
 			}
 		}
@@ -215,49 +227,79 @@ func (c Config) Compute(groups []Group) ([][][]float64, error) {
 			}
 		}
 	}
-	mean, std := meanStd(rs, ws, c.Unbiased)
+	m := momentsOf(rs, ws, c.Unbiased)
 	for gi := range out {
 		for ei := range out[gi] {
 			for ci := range out[gi][ei] {
-				out[gi][ei][ci] = c.normalise(out[gi][ei][ci], mean, std)
+				out[gi][ei][ci] = c.normalise(out[gi][ei][ci], m)
 			}
 		}
 	}
 	return out, nil
 }
 
-func (c Config) normalise(x, mean, std float64) float64 {
-	x -= mean
+// normalise returns x's advantage, (x − mean) or (x − mean)/(std + eps), computed on the scaled
+// values so that neither the difference nor the spread overflows (see the package doc).
+func (c Config) normalise(x float64, m moments) float64 {
+	d := math.Ldexp(x, -m.exp) - m.smean // |d| ≤ 2: both terms are in [−1, 1]
+	var a float64
 	if c.NormStd {
-		x /= std + c.Eps
+		den := m.sstd + math.Ldexp(c.Eps, -m.exp) // +Inf when eps/2^exp overflows: advantage 0
+		if den == 0 {
+			return 0 // no spread (one episode, or equal rewards with eps 0): no signal
+		}
+		a = d / den
+	} else {
+		a = math.Ldexp(d, m.exp)
 	}
-	return x
+	return max(-math.MaxFloat32, min(math.MaxFloat32, a))
 }
 
-// meanStd returns the weighted mean and standard deviation of xs (weights are counts: a weight of
-// k stands for k equal observations). The unbiased variant divides by Σw − 1; with Σw ≤ 1 the
-// spread is 0.
-func meanStd(xs, ws []float64, unbiased bool) (mean, std float64) {
+// moments are a weighted mean and standard deviation of values scaled by 2^−exp (smean, sstd),
+// with exp chosen so that the largest magnitude scales into [0.5, 1): every value, the mean and
+// the deviations then lie in [−2, 2] and nothing overflows, while scaling by a power of two is
+// exact, so smean·2^exp and sstd·2^exp are what the plain formulas give whenever those do not
+// overflow.
+type moments struct {
+	smean, sstd float64
+	exp         int
+}
+
+// mean is the unscaled weighted mean (finite: |mean| ≤ the largest |x|).
+func (m moments) mean() float64 { return math.Ldexp(m.smean, m.exp) }
+
+// momentsOf returns the moments of xs (weights are counts: a weight of k stands for k equal
+// observations; values of weight 0 do not set the scale). The unbiased variant divides by Σw − 1;
+// with Σw ≤ 1 the spread is 0. xs must be finite.
+func momentsOf(xs, ws []float64, unbiased bool) moments {
+	var big float64
+	for i, x := range xs {
+		if ws[i] > 0 {
+			big = max(big, math.Abs(x))
+		}
+	}
+	var m moments
+	if big == 0 {
+		return m
+	}
+	_, m.exp = math.Frexp(big)
 	var n, sum float64
 	for i, x := range xs {
 		n += ws[i]
-		sum += ws[i] * x
+		sum += ws[i] * math.Ldexp(x, -m.exp)
 	}
-	if n == 0 {
-		return 0, 0
-	}
-	mean = sum / n
+	m.smean = sum / n
 	var ss float64
 	for i, x := range xs {
-		d := x - mean
+		d := math.Ldexp(x, -m.exp) - m.smean
 		ss += ws[i] * d * d
 	}
 	den := n
 	if unbiased {
 		den = n - 1
 	}
-	if den <= 0 {
-		return mean, 0
+	if den > 0 {
+		m.sstd = math.Sqrt(ss / den)
 	}
-	return mean, math.Sqrt(ss / den)
+	return m
 }

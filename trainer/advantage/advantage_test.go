@@ -129,7 +129,8 @@ func TestArealBatchMoments(t *testing.T) {
 			}
 		}
 	}
-	mean, std := meanStd(xs, ws, true)
+	m := momentsOf(xs, ws, true)
+	mean, std := m.mean(), math.Ldexp(m.sstd, m.exp)
 	if math.Abs(mean) > 1e-12 || math.Abs(std-1) > 1e-4 {
 		t.Fatalf("token mean %v std %v, want 0 and 1", mean, std)
 	}
