@@ -125,7 +125,8 @@ func TestAuthentication(t *testing.T) {
 }
 
 // Sessions end once: a second finish, a reward or a call after the finish
-// are refused (409), and exactly one trajectory is published.
+// are refused (410 Gone, final: the OpenAI SDKs retry a 409), and exactly
+// one trajectory is published.
 func TestFinishExactlyOnce(t *testing.T) {
 	h := newHarness(t, llmtest.Constant(llmtest.Reply{Content: "ok"}))
 	if code, out := h.chat(t, "once", userTurn("hi")); code != 200 {
@@ -145,11 +146,11 @@ func TestFinishExactlyOnce(t *testing.T) {
 		{"/v1/sessions/once/finish", `{"reward":1}`}, {"/v1/sessions/once/reward", `{"reward":1}`}, {"/v1/sessions/once/abort", `{"error":"x"}`},
 	} {
 		code, out := h.do(t, "POST", c.path, "", []byte(c.body))
-		if e := errorOf(t, out); code != 409 || e["code"] != "session_ended" {
+		if e := errorOf(t, out); code != 410 || e["code"] != "session_ended" {
 			t.Fatalf("%s after finish: %d %v", c.path, code, e)
 		}
 	}
-	if code, out := h.chat(t, "once", userTurn("again")); code != 409 || errorOf(t, out)["code"] != "session_ended" {
+	if code, out := h.chat(t, "once", userTurn("again")); code != 410 || errorOf(t, out)["code"] != "session_ended" {
 		t.Fatalf("call after finish: %d %v", code, out)
 	}
 	trajs := trajectories(t, h.kc, 2, 3*time.Second)
@@ -219,7 +220,7 @@ func TestExpiryAndAbort(t *testing.T) {
 	if trajs := trajectories(t, h.kc, 1, time.Second); len(trajs) != 0 {
 		t.Fatalf("%d trajectories published for sessions that never finished", len(trajs))
 	}
-	if code, out := h.do(t, "POST", "/v1/sessions/idle/reward", "", map[string]any{"reward": 1}); code != 409 {
+	if code, out := h.do(t, "POST", "/v1/sessions/idle/reward", "", map[string]any{"reward": 1}); code != 410 {
 		t.Fatalf("reward after expiry: %d %v", code, out)
 	}
 }

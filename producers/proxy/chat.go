@@ -12,8 +12,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	gojson "github.com/goccy/go-json"
+	"golang.org/x/text/unicode/norm"
 
 	"tau2rl/lib/inference/chattemplate"
 	"tau2rl/lib/inference/llm"
@@ -66,7 +68,12 @@ func readChat(r *http.Request, cfg Config, ic *internCache) (*call, error) {
 	// system prompt and ~10 KB of tools on every call) about three times
 	// faster than encoding/json, into the same types.
 	if err := gojson.Unmarshal(body, &c.req); err != nil {
-		return nil, badRequest("", "request body is not a valid chat-completions request: %v", err)
+		// The slow path, only for bodies that did not decode: encoding/json
+		// says where and what (and decides, should the two disagree).
+		c.req = ChatRequest{}
+		if ae := decodeJSON(body, &c.req, "a chat-completions request"); ae != nil {
+			return nil, ae
+		}
 	}
 	return checkCall(c, cfg, ic)
 }
@@ -86,6 +93,9 @@ func checkCall(c *call, cfg Config, ic *internCache) (*call, error) {
 		return nil, err
 	}
 	if err := checkToolChoice(req.ToolChoice); err != nil {
+		return nil, err
+	}
+	if err := checkToolUse(req, tl.tools); err != nil {
 		return nil, err
 	}
 	if c.stops, err = stopStrings(req.Stop); err != nil {
@@ -139,6 +149,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	}
 	c, err := readChat(r, s.cfg, &s.intern)
 	if err != nil {
+		return err
+	}
+	if err := s.checkTextLength(c.msgs); err != nil {
 		return err
 	}
 	if s.cfg.Auth.Disabled {
@@ -203,6 +216,35 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		return writeStream(w, id, model, created, choices, usage, includeUsage)
 	}
 	writeJSON(w, http.StatusOK, completionBody(id, model, created, choices, usage))
+	return nil
+}
+
+// checkTextLength refuses, before anything is tokenized, a conversation
+// whose text alone cannot fit engine_max_tokens. Tokenizing costs about 45
+// bytes of heap per byte of text (runes, offsets, the split regex's
+// matches): a 7.5 MB request allocated ~830 MB (~340 MB of live heap) to
+// learn it held two million tokens. No token is longer than maxTokenBytes, so the verbatim
+// text of system, user and tool turns (NFC-normalized, as the tokenizer
+// sees it) takes at least len/maxTokenBytes tokens: a sound lower bound,
+// never refusing a conversation that fits. (Assistant turns, tool-call
+// arguments and tools are left out: the template or a matched state may
+// render them shorter than sent.)
+func (s *Server) checkTextLength(msgs []chattemplate.Message) error {
+	n := 0
+	for _, m := range msgs {
+		switch m.Role {
+		case chattemplate.RoleSystem, chattemplate.RoleUser, chattemplate.RoleTool:
+			if utf8.ValidString(m.Content) && norm.NFC.IsNormalString(m.Content) {
+				n += len(m.Content)
+			} else {
+				n += len(s.tok.Normalize(m.Content))
+			}
+		}
+	}
+	if least := n / s.maxTokenBytes; least >= s.cfg.EngineMaxTokens {
+		return &APIError{Status: http.StatusBadRequest, Type: errInvalidRequest, Code: "context_length_exceeded", Param: "messages",
+			Message: fmt.Sprintf("This model's maximum context length is %d tokens (engine_max_tokens). However, your messages resulted in at least %d tokens (%d bytes of text).", s.cfg.EngineMaxTokens, least, n)}
+	}
 	return nil
 }
 

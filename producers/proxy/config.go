@@ -35,6 +35,14 @@ type Config struct {
 	// on. A call whose prompt leaves no room is refused with
 	// context_length_exceeded.
 	EngineMaxTokens int `yaml:"engine_max_tokens"`
+	// TextPartsJoin is how the text parts of a message's content
+	// ([{"type":"text","text":…}, …]) are joined for the template, which
+	// renders a string: "auto" (the default) as the policy backend's own
+	// chat-completions server does for Qwen3's string-content template —
+	// SGLang (and tau2-sampler, which speaks its API) with a space, vLLM
+	// with a newline — so a prompt trained on is the prompt that engine
+	// serves; or "space", "newline", "none" (concatenated).
+	TextPartsJoin string `yaml:"text_parts_join"`
 	// MaxNewTokens is the completion budget when a request sets neither
 	// max_tokens nor max_completion_tokens, and the cap when it does.
 	MaxNewTokens int `yaml:"max_new_tokens"`
@@ -100,7 +108,7 @@ type Limits struct {
 func DefaultConfig() Config {
 	return Config{
 		Listen: ":8000", Model: "qwen3-policy", Policy: llm.DefaultPolicyConfig(),
-		EngineMaxTokens: 16384, MaxNewTokens: 8192, Domain: "proxy", Split: "train",
+		EngineMaxTokens: 16384, MaxNewTokens: 8192, TextPartsJoin: "auto", Domain: "proxy", Split: "train",
 		Auth: AuthConfig{APIKeysEnv: "TAU2_PROXY_API_KEYS"},
 		Limits: Limits{MaxSessions: 4096, MaxCallsPerSession: 512, MaxSessionConcurrency: 8, MaxConcurrentCalls: 1024,
 			MaxRequestBytes: 8 << 20, MaxN: 8, MaxPrefixes: 256},
@@ -126,6 +134,9 @@ func (c *Config) Validate() error {
 	}
 	if c.EngineMaxTokens < 2 {
 		bad("engine_max_tokens: %d, want ≥ 2", c.EngineMaxTokens)
+	}
+	if _, err := c.textJoin(); err != nil {
+		bad("%v", err)
 	}
 	if c.MaxNewTokens < 1 {
 		bad("max_new_tokens: %d, want ≥ 1", c.MaxNewTokens)
@@ -192,4 +203,22 @@ func (a AuthConfig) LoadAPIKeys() (map[string]bool, error) {
 		return nil, fmt.Errorf("proxy: auth enabled but no API key found in $%s or %q", a.APIKeysEnv, a.APIKeysFile)
 	}
 	return keys, nil
+}
+
+// textJoin resolves TextPartsJoin to the separator.
+func (c *Config) textJoin() (string, error) {
+	switch c.TextPartsJoin {
+	case "auto", "":
+		if c.Policy.Backend == llm.BackendVLLM {
+			return "\n", nil // vLLM chat_utils._parse_chat_message_content_parts
+		}
+		return " ", nil // SGLang jinja_template_utils.process_content_for_template_format
+	case "space":
+		return " ", nil
+	case "newline":
+		return "\n", nil
+	case "none":
+		return "", nil
+	}
+	return "", fmt.Errorf("text_parts_join: %q is not auto, space, newline or none", c.TextPartsJoin)
 }

@@ -52,7 +52,10 @@ type Server struct {
 	log   *slog.Logger
 	tok   *tokenizer.Tokenizer
 	stops []int32 // <|im_end|>, <|endoftext|>
-	sem   *semaphore.Weighted
+	// maxTokenBytes is the longest token's text, in bytes (128 for Qwen3):
+	// text of n bytes is at least n/maxTokenBytes tokens.
+	maxTokenBytes int
+	sem           *semaphore.Weighted
 
 	prefixes chattemplate.PrefixCache
 	intern   internCache
@@ -88,6 +91,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s := &Server{cfg: cfg, d: d, m: d.Metrics, log: d.Log, tok: d.Tokenizer,
 		sem: semaphore.NewWeighted(int64(cfg.Limits.MaxConcurrentCalls)), sessions: map[string]*session{}, ended: map[string]endedSession{}}
 	s.prefixes.Max = cfg.Limits.MaxPrefixes
+	s.intern.textJoin, _ = cfg.textJoin() // Validate checked it
 	for _, t := range []string{chattemplate.IMEnd, "<|endoftext|>"} {
 		if id, ok := d.Tokenizer.AddedTokenID(t); ok {
 			s.stops = append(s.stops, id)
@@ -96,6 +100,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if len(s.stops) == 0 {
 		return nil, fmt.Errorf("proxy: tokenizer has no %s token", chattemplate.IMEnd)
 	}
+	s.maxTokenBytes = longestToken(d.Tokenizer)
 	return s, nil
 }
 
@@ -220,7 +225,7 @@ func (s *Server) acquire(meta SessionMeta, key string) (*session, error) {
 	defer s.mu.Unlock()
 	if sess, ok := s.sessions[meta.ID]; ok {
 		if sess.owner != key {
-			return nil, &APIError{Status: http.StatusConflict, Type: errConflict, Code: "session_taken", Param: "session",
+			return nil, &APIError{Status: http.StatusConflict, Type: errConflict, Code: "session_taken", Param: "session", Final: true,
 				Message: fmt.Sprintf("session %q belongs to another API key", meta.ID)}
 		}
 		return sess, nil
@@ -260,6 +265,12 @@ func (s *Server) acquire(meta SessionMeta, key string) (*session, error) {
 // lookup returns an open session, or the error for an ended or unknown id.
 func (s *Server) lookup(r *http.Request) (*session, error) {
 	id := r.PathValue("id")
+	if id == "" {
+		return nil, badRequest("session", "the session id in the path is empty")
+	}
+	if e := checkID("session", id); e != nil {
+		return nil, e
+	}
 	key := ""
 	if !s.cfg.Auth.Disabled {
 		key, _, _ = parseCredentials(r) // authenticate already refused malformed ones
@@ -276,12 +287,16 @@ func (s *Server) lookup(r *http.Request) (*session, error) {
 		Message: fmt.Sprintf("no session %q (sessions open on their first chat call)", id)}
 }
 
+// endedError answers a call, reward, finish or abort naming a session that
+// has ended: 410 Gone, final. Not 409: the OpenAI SDKs retry 409 (twice,
+// over seconds), and no retry can reopen an ended session.
 func endedError(id string, e endedSession) *APIError {
 	msg := fmt.Sprintf("session %q has ended (%s)", id, e.outcome)
 	if e.trajectoryID != "" {
 		msg += "; its trajectory " + e.trajectoryID + " was published"
 	}
-	return &APIError{Status: http.StatusConflict, Type: errConflict, Code: "session_ended", Param: "session", Message: msg}
+	msg += "; start a new session id for a new episode"
+	return &APIError{Status: http.StatusGone, Type: errInvalidRequest, Code: "session_ended", Param: "session", Final: true, Message: msg}
 }
 
 // end moves a session from the open set to the ended set.
@@ -449,6 +464,21 @@ func (s *Server) dropBatch(ctx context.Context, sessions []*session, outcome, st
 		s.log.Info("session ended without a trajectory", "session", sess.meta.ID, "outcome", outcome, "calls", len(sess.calls))
 	}
 	return err
+}
+
+// longestToken is the length in bytes of tok's longest token, added
+// tokens included.
+func longestToken(tok *tokenizer.Tokenizer) int {
+	n := 1
+	for id := range tok.VocabSize() {
+		if b, ok := tok.TokenBytes(int32(id)); ok {
+			n = max(n, len(b))
+		}
+	}
+	for _, a := range tok.AddedTokens() {
+		n = max(n, len(a.Content))
+	}
+	return n
 }
 
 // version is the latest policy version known.

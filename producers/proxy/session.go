@@ -3,13 +3,19 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"hash/maphash"
+	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"tau2rl/lib/inference/chattemplate"
 	"tau2rl/schemas"
@@ -38,54 +44,99 @@ const (
 	HeaderDomain  = "X-Tau2-Domain"
 )
 
+// MaxIDBytes bounds the session, task and group names a client gives. A
+// session id is held as a map key while the session is open and for
+// finished_ttl after it ended, and is echoed in answers and logs: an
+// unbounded one lets one request pin megabytes.
+const MaxIDBytes = 256
+
+// checkID checks a client-given name: 1 to MaxIDBytes bytes of valid UTF-8
+// without control characters (a name is a key, a log field and a Parquet
+// value; one that is not text could never be named again to finish it).
+// The message never quotes the value: it may have come from the
+// Authorization header, which carries the API key.
+func checkID(field, v string) *APIError {
+	switch {
+	case len(v) > MaxIDBytes:
+		return badRequest(field, "%s is %d bytes; at most %d bytes are allowed", field, len(v), MaxIDBytes)
+	case !utf8.ValidString(v):
+		return badRequest(field, "%s is not valid UTF-8: names are 1 to %d bytes of UTF-8 text without control characters", field, MaxIDBytes)
+	case strings.IndexFunc(v, unicode.IsControl) >= 0:
+		return badRequest(field, "%s contains a control character: names are 1 to %d bytes of UTF-8 text without control characters", field, MaxIDBytes)
+	}
+	return nil
+}
+
 // parseCredentials splits the Authorization header into the API key and the
-// session fields.
+// session fields. Its errors never quote the header: it carries the key
+// (a malformed one, such as a key with '=' padding, must not come back in
+// an answer or a proxy's log).
 func parseCredentials(r *http.Request) (key string, meta SessionMeta, err *APIError) {
 	auth := r.Header.Get("Authorization")
 	token, _ := strings.CutPrefix(auth, "Bearer ")
 	fields := strings.Split(strings.TrimSpace(token), ";")
-	set := func(name, value string) *APIError {
+	set := func(name, value, where string) *APIError {
 		switch name {
-		case "session":
-			meta.ID = value
-		case "task":
-			meta.Task = value
-		case "group":
-			meta.Group = value
+		case "session", "task", "group":
+			if value == "" && name != "session" {
+				return nil
+			}
+			if value != "" {
+				if e := checkID(name, value); e != nil {
+					e.Message += " (" + where + ")"
+					return e
+				}
+			}
+			switch name {
+			case "session":
+				meta.ID = value
+			case "task":
+				meta.Task = value
+			default:
+				meta.Group = value
+			}
 		case "domain":
 			meta.Domain = value
 		case "trial":
 			n, err := strconv.Atoi(value)
 			if err != nil || n < 0 {
-				return badRequest("", "trial %q is not a non-negative integer", value)
+				return badRequest("trial", "trial (%s) is not a non-negative integer", where)
 			}
 			meta.Trial = n
 		default:
-			return badRequest("", "unknown session field %q in the bearer token (session, task, group, trial, domain)", name)
+			return badRequest("", "%s has an unknown name: the fields after the key are session, task, group, trial and domain", where)
 		}
 		return nil
 	}
 	for i, f := range fields {
+		where := fmt.Sprintf("bearer token field %d", i+1)
 		name, value, ok := strings.Cut(f, "=")
 		if !ok {
 			if i == 0 {
 				key = f
 				continue
 			}
-			return "", meta, badRequest("", "bearer token field %d is not name=value", i)
+			return "", meta, badRequest("", "%s is not name=value (the token is KEY;session=ID;task=…, fields separated by ';')", where)
 		}
+		if !slices.Contains([]string{"session", "task", "group", "trial", "domain"}, name) {
+			if i == 0 {
+				return "", meta, badRequest("", "%s contains '=' but is not one of session, task, group, trial, domain; API keys never contain '=' or ';'", where)
+			}
+			return "", meta, set(name, "", where)
+		}
+		where += " (" + name + ")"
 		v, uerr := url.QueryUnescape(value)
 		if uerr != nil {
-			return "", meta, badRequest("", "bearer token field %s: %v", name, uerr)
+			return "", meta, badRequest(name, "%s is not URL-escaped correctly (escape values with %%XX)", where)
 		}
-		if e := set(name, v); e != nil {
+		if e := set(name, v, where); e != nil {
 			return "", meta, e
 		}
 	}
 	for _, h := range []struct{ header, name string }{{HeaderSession, "session"}, {HeaderTask, "task"}, {HeaderGroup, "group"},
 		{HeaderTrial, "trial"}, {HeaderDomain, "domain"}} {
 		if v := r.Header.Get(h.header); v != "" {
-			if e := set(h.name, v); e != nil {
+			if e := set(h.name, v, "header "+h.header); e != nil {
 				return "", meta, e
 			}
 		}
@@ -153,8 +204,12 @@ type session struct {
 // what the template renders of it. Reasoning and tool-call ids are left
 // out — clients rarely send reasoning back and may renumber ids, and neither
 // changes the tokens of our own replies, which the history holds as
-// generated — and tool-call arguments are hashed as compact JSON, so a
-// client that re-serializes them still matches. Hashes, not the text, so
+// generated — and tool-call arguments are hashed as canonical JSON
+// (canonicalJSON: parsed values, numbers by value, keys sorted), so a
+// client that parses the arguments and sends them back re-serialized
+// (1.0 → 1, "caf\u00e9" → "café", another key order) still matches. The
+// state it matches holds the model's own bytes, so the training sequence
+// keeps what the model wrote. Hashes, not the text, so
 // a session does not hold a second copy of its ~25 KB system prompt.
 type msgKey [2]uint64
 
@@ -174,7 +229,7 @@ func messageKey(m chattemplate.Message) msgKey {
 			h.WriteString(tc.Function.Name)
 			h.WriteByte(0)
 			c.Reset()
-			if json.Compact(&c, tc.Function.Arguments) == nil {
+			if canonicalJSON(&c, tc.Function.Arguments) == nil {
 				h.Write(c.Bytes())
 			} else {
 				h.Write(tc.Function.Arguments)
@@ -289,6 +344,96 @@ func recordMessage(m chattemplate.Message, turn int, now time.Time) schemas.Mess
 	for _, tc := range m.ToolCalls {
 		out.ToolCalls = append(out.ToolCalls, schemas.ToolCall{ID: tc.ID, Name: tc.Function.Name,
 			Arguments: string(tc.Function.Arguments), Requestor: schemas.RequestorAssistant})
+	}
+	return out
+}
+
+// canonicalJSON writes raw's value in one form per value: objects with
+// their keys sorted (a later duplicate key wins, as in Python's json and
+// Go's), strings decoded and re-encoded (any escaping of the same text is
+// the same string), numbers by value (canonicalNumber), no whitespace.
+// Two JSON texts a client could produce from one parsed value write the
+// same bytes.
+func canonicalJSON(dst *bytes.Buffer, raw []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data after the JSON value")
+	}
+	writeCanonical(dst, v)
+	return nil
+}
+
+func writeCanonical(dst *bytes.Buffer, v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		dst.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				dst.WriteByte(',')
+			}
+			writeCanonical(dst, k)
+			dst.WriteByte(':')
+			writeCanonical(dst, v[k])
+		}
+		dst.WriteByte('}')
+	case []any:
+		dst.WriteByte('[')
+		for i, e := range v {
+			if i > 0 {
+				dst.WriteByte(',')
+			}
+			writeCanonical(dst, e)
+		}
+		dst.WriteByte(']')
+	case string:
+		b, _ := json.Marshal(v) // a string always marshals
+		dst.Write(b)
+	case json.Number:
+		dst.WriteString(canonicalNumber(string(v)))
+	case bool:
+		dst.WriteString(strconv.FormatBool(v))
+	case nil:
+		dst.WriteString("null")
+	}
+}
+
+// canonicalNumber writes a JSON number by its exact decimal value, as
+// significant digits and a power of ten (0.D × 10^E, written DeE): 1, 1.0,
+// 1e0, 10E-1 and 0.1e1 are all "1e1"; -0 and 0.0 are "0". Exact, unlike a float64 round trip (large integers that
+// differ stay different), and linear in the number's length. An exponent
+// too large for an int64 (no client writes one) keeps the number's text.
+func canonicalNumber(s string) string {
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	mant, exp := s, int64(0)
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.ParseInt(strings.TrimPrefix(s[i+1:], "+"), 10, 64)
+		if err != nil || e > 1<<60 || e < -(1<<60) {
+			return s
+		}
+		mant, exp = s[:i], e
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(intPart+frac, "0")
+	if digits == "" {
+		return "0"
+	}
+	// value = 0.digits × 10^(exp + len(intPart) − leading zeros dropped)
+	point := exp + int64(len(intPart)) - int64(len(intPart+frac)-len(digits))
+	trimmed := strings.TrimRight(digits, "0")
+	out := trimmed + "e" + strconv.FormatInt(point, 10)
+	if neg {
+		out = "-" + out
 	}
 	return out
 }

@@ -1,8 +1,8 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -58,11 +58,11 @@ func readJSON(r *http.Request, v any) error {
 		}
 		return badRequest("", "read body: %v", err)
 	}
-	if len(body) == 0 {
+	if len(bytes.TrimSpace(body)) == 0 {
 		body = []byte("{}")
 	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return badRequest("", "body: %v", err)
+	if ae := decodeJSON(body, v, "the session API's request"); ae != nil {
+		return ae
 	}
 	return nil
 }

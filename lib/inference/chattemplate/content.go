@@ -13,6 +13,15 @@ import (
 // content through it, so they accept and refuse the same requests. Non-text parts are refused:
 // the policy reads text only.
 func ContentText(raw json.RawMessage) (string, error) {
+	return JoinContentText(raw, "")
+}
+
+// JoinContentText is ContentText with the text parts joined by sep. Serving engines flatten a
+// list of text parts for a string-content template (Qwen3's) differently — SGLang with " "
+// (jinja_template_utils.process_content_for_template_format), vLLM with "\n"
+// (chat_utils._parse_chat_message_content_parts) — so a server that must render as one of them
+// says which.
+func JoinContentText(raw json.RawMessage, sep string) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", nil
@@ -35,6 +44,9 @@ func ContentText(raw json.RawMessage) (string, error) {
 	for i, p := range parts {
 		if p.Type != "text" || p.Text == nil {
 			return "", fmt.Errorf("content part %d of type %q is not supported (text only)", i, p.Type)
+		}
+		if i > 0 {
+			b.WriteString(sep)
 		}
 		b.WriteString(*p.Text)
 	}
