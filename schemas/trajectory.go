@@ -507,8 +507,21 @@ func (t *Trajectory) MinVersion() int64 {
 	return m
 }
 
+// MaxAbsReward bounds every reward a trajectory carries (reward, shaped_reward and each call's
+// shaped_reward): |r| ≤ 1e6. τ² rewards are in [0, 1] and shaping only scales them, so the bound
+// is far from any real reward, while it keeps the trainer's arithmetic far from overflow: a group
+// with rewards [1e308, 1e308, 0, 0] once overflowed the group mean into NaN advantages, and the
+// trainer failed on that message at every restart. A trajectory outside the bound is invalid:
+// dead-lettered by consumers, refused with 400 by tau2-proxy's session API. The bound is part of
+// the schema rather than a per-binary setting so that every consumer agrees on it (the archive
+// never holds a trajectory the trainer dead-letters). docs/SCHEMA.md.
+const MaxAbsReward = 1e6
+
+// RewardInRange reports whether r is a reward Validate accepts: finite and |r| ≤ MaxAbsReward.
+func RewardInRange(r float64) bool { return r >= -MaxAbsReward && r <= MaxAbsReward }
+
 // Validate checks the invariants every consumer relies on: ids present, path-safe domain and
-// split, known status and roles, per-call lengths that agree, prompt references that point
+// split, known status and roles, finite rewards within ±MaxAbsReward, per-call lengths that agree, prompt references that point
 // backwards and share no more than the referenced sequence holds, and message→call links in range.
 // Errors wrap ErrInvalid and name the offending element.
 func (t *Trajectory) Validate() error {
@@ -563,6 +576,12 @@ func (t *Trajectory) Validate() error {
 	if math.IsNaN(t.Reward) || math.IsInf(t.Reward, 0) {
 		return wrap("reward is %v", t.Reward)
 	}
+	if !RewardInRange(t.Reward) {
+		return wrap("reward %v is outside [%v, %v] (MaxAbsReward)", t.Reward, -MaxAbsReward, MaxAbsReward)
+	}
+	if !RewardInRange(t.ShapedReward) {
+		return wrap("shaped_reward %v is outside [%v, %v] (MaxAbsReward)", t.ShapedReward, -MaxAbsReward, MaxAbsReward)
+	}
 	if !t.EndedAt.IsZero() && t.EndedAt.Before(t.StartedAt) {
 		return wrap("ended_at %s before started_at %s", t.EndedAt, t.StartedAt)
 	}
@@ -589,6 +608,9 @@ func (t *Trajectory) Validate() error {
 		}
 		if err := checkRuns(c.VersionRuns, len(c.CompletionTokens)); err != nil {
 			return wrap("call %d: %v", i, err)
+		}
+		if !RewardInRange(c.ShapedReward) {
+			return wrap("call %d: shaped_reward %v is outside [%v, %v] (MaxAbsReward)", i, c.ShapedReward, -MaxAbsReward, MaxAbsReward)
 		}
 	}
 	for i := range t.Messages {

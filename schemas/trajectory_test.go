@@ -240,6 +240,15 @@ func TestValidate(t *testing.T) {
 		{"ok with error", func(t *Trajectory) { t.Error = "boom" }, "status ok but error"},
 		{"infra without error", func(t *Trajectory) { t.Status = StatusInfraError }, "without an error"},
 		{"nan reward", func(t *Trajectory) { t.Reward = math.NaN() }, "reward is NaN"},
+		// A finite but huge reward overflowed the trainer's group mean into NaN advantages on
+		// every restart (issue 27 item 2): rewards are bounded by MaxAbsReward.
+		{"huge reward", func(t *Trajectory) { t.Reward = 1e308 }, "reward 1e+308 is outside [-1e+06, 1e+06]"},
+		{"max float reward", func(t *Trajectory) { t.Reward = -math.MaxFloat64 }, "reward -1.7976931348623157e+308 is outside"},
+		{"reward just above", func(t *Trajectory) { t.Reward = math.Nextafter(MaxAbsReward, math.Inf(1)) }, "reward 1.0000000000000001e+06 is outside"},
+		{"huge shaped reward", func(t *Trajectory) { t.ShapedReward = 1e7 }, "shaped_reward 1e+07 is outside"},
+		{"nan shaped reward", func(t *Trajectory) { t.ShapedReward = math.NaN() }, "shaped_reward NaN is outside"},
+		{"huge call shaped reward", func(t *Trajectory) { t.Calls[1].ShapedReward = -1e308 }, "call 1: shaped_reward -1e+308 is outside"},
+		{"inf call shaped reward", func(t *Trajectory) { t.Calls[0].ShapedReward = math.Inf(1) }, "call 0: shaped_reward +Inf is outside"},
 		{"ended before started", func(t *Trajectory) { t.EndedAt = time.Unix(50, 0) }, "before started_at"},
 		{"forward ref", func(t *Trajectory) { t.Calls[0].PromptRef = 1 }, "does not point to an earlier call"},
 		{"self ref", func(t *Trajectory) { t.Calls[1].PromptRef = 1 }, "does not point to an earlier call"},
@@ -278,6 +287,14 @@ func TestValidate(t *testing.T) {
 		tr.Status, tr.Error, tr.Termination = st, "NL_ASSERTION not evaluated", TerminationUserStop
 		if err := tr.Validate(); err != nil {
 			t.Fatalf("status %s: %v", st, err)
+		}
+	}
+	// The bounds themselves are valid rewards.
+	for _, r := range []float64{MaxAbsReward, -MaxAbsReward, math.SmallestNonzeroFloat64} {
+		tr := validTrajectory()
+		tr.Reward, tr.ShapedReward, tr.Calls[0].ShapedReward = r, r, r
+		if err := tr.Validate(); err != nil {
+			t.Fatalf("reward %v: %v", r, err)
 		}
 	}
 	for _, tc := range tests {

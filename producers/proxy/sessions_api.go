@@ -90,8 +90,16 @@ func applyReward(sess *session, rr RewardRequest) error {
 	if rr.Reward == nil && rr.CallRewards == nil {
 		return nil
 	}
-	if rr.Reward != nil && (math.IsNaN(*rr.Reward) || math.IsInf(*rr.Reward, 0)) {
-		return badRequest("reward", "reward must be a finite number")
+	// Rewards outside ±schemas.MaxAbsReward would make an invalid trajectory (and once, at
+	// 1e308, NaN advantages in the trainer): refuse them here, where the client can be told.
+	// (schemas.RewardInRange; spelled out here: NaN compares false.)
+	if rr.Reward != nil && !(math.Abs(*rr.Reward) <= schemas.MaxAbsReward) {
+		return badRequest("reward", "reward %v is outside the accepted range [%v, %v]", *rr.Reward, -schemas.MaxAbsReward, schemas.MaxAbsReward)
+	}
+	for i, r := range rr.CallRewards {
+		if !(math.Abs(r) <= schemas.MaxAbsReward) {
+			return badRequest("call_rewards", "call_rewards[%d] = %v is outside the accepted range [%v, %v]", i, r, -schemas.MaxAbsReward, schemas.MaxAbsReward)
+		}
 	}
 	if rr.CallRewards != nil && len(rr.CallRewards) != len(sess.calls) {
 		return badRequest("call_rewards", "call_rewards has %d values; the session has recorded %d calls", len(rr.CallRewards), len(sess.calls))
