@@ -12,6 +12,7 @@ import (
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/lib/durable"
 	"tau2rl/lib/inference/llm"
+	"tau2rl/lib/required"
 	"tau2rl/tau2/data"
 	"tau2rl/tau2/evaluator"
 )
@@ -26,7 +27,8 @@ type gradeConfig struct {
 	Input string `yaml:"input"`
 	// Output is where the regraded file goes (-o); "" grades without writing.
 	Output string `yaml:"output"`
-	// DataDir is the τ² data directory ("" = TAU2_DATA_DIR or ../shared/tau2-data).
+	// DataDir is the τ² data directory ("" = found by lib/assets: TAU2_DATA_DIR, ../shared/tau2-data,
+	// the cache, a pinned download; docs/ASSETS.md).
 	DataDir string `yaml:"data_dir"`
 	// Domain overrides info.environment_info.domain_name.
 	Domain string `yaml:"domain"`
@@ -75,7 +77,7 @@ func gradeMain(args []string) {
 func (c *gradeConfig) Validate() error {
 	var errs []error
 	if c.Input == "" {
-		errs = append(errs, errors.New("no results file given"))
+		errs = append(errs, fmt.Errorf("no results file given: input (tau2-eval grade RESULTS.json) is %w", required.ErrMissing))
 	}
 	if c.Workers < 0 || c.ShowDifferences < 0 {
 		errs = append(errs, errors.New("workers and show_differences must be ≥ 0"))

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"tau2rl/cmd/internal/cli"
+	"tau2rl/lib/required"
 	"tau2rl/tau2/data"
 	"tau2rl/tau2/evaluator/goldgen"
 )
@@ -57,7 +58,7 @@ func defaultSynthConfig() synthConfig {
 func (c *synthConfig) Validate() error {
 	var errs []error
 	if c.Output == "" {
-		errs = append(errs, errors.New("-o RESULTS.json is required"))
+		errs = append(errs, fmt.Errorf("-o RESULTS.json is %w", required.ErrMissing))
 	}
 	if c.Trials < 1 {
 		errs = append(errs, fmt.Errorf("trials: %d must be ≥ 1", c.Trials))

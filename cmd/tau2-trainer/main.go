@@ -15,7 +15,9 @@ import (
 	"tau2rl/gpu"
 	"tau2rl/gpu/collective"
 	"tau2rl/gpu/cuda"
+	"tau2rl/lib/assets"
 	"tau2rl/lib/inference/llm"
+	"tau2rl/lib/required"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/tau2/data"
 	"tau2rl/trainer/admission"
@@ -40,7 +42,9 @@ in-flight work never runs more than max_head_offpolicyness versions ahead (admis
 It resumes from the newest readable checkpoint in checkpoint.dir, optimizer state included, so the
 run continues exactly as if it had not stopped (an unreadable newer one is skipped, and logged);
 otherwise it starts from model.path (a Hugging Face Qwen3 checkpoint) or a random initialisation
-(model.config, default a tiny shape). If checkpoint.dir holds checkpoints but none is readable, it
+of model.config (a config.json). One of the two is required: there is no default model (a shape
+small enough for any machine could not hold Qwen3's 151,936-token vocabulary, so it could not
+train on any real trajectory). If checkpoint.dir holds checkpoints but none is readable, it
 refuses to start unless checkpoint.start_fresh=true.
 
 backend: cpu (pure Go reference; small models) or cuda (only in binaries built with -tags cuda).
@@ -72,10 +76,11 @@ Supervised fine-tuning from an archived dataset or a release: tau2-trainer sft -
 // ModelConfig says where the initial weights come from when no checkpoint exists yet.
 type ModelConfig struct {
 	// Path is a Hugging Face checkpoint directory (config.json + *.safetensors). Empty: random
-	// initialisation.
+	// initialisation of Config.
 	Path string `yaml:"path"`
-	// Config is a config.json for random initialisation; empty uses gpu.TinyConfig (tests, smoke
-	// runs).
+	// Config is a config.json for random initialisation (deploy/models/qwen3-tiny/config.json:
+	// smoke runs). Path or Config is required: no built-in shape holds Qwen3's vocabulary and still
+	// fits a laptop, and a smaller vocabulary fails on the first real trajectory.
 	Config string `yaml:"config"`
 	// Seed seeds the random initialisation. Default 1.
 	Seed uint64 `yaml:"seed"`
@@ -104,8 +109,9 @@ type Config struct {
 	Kafka tkafka.Config `yaml:"kafka"`
 	// ConsumerGroup is the trainer's consumer group. Default "trainer".
 	ConsumerGroup string `yaml:"consumer_group"`
-	// DataDir is the τ² data root, for the task splits admission cycles through. Default: the
-	// TAU2_DATA_DIR environment variable.
+	// DataDir is the τ² data root, for the task splits admission cycles through. Default: found
+	// by lib/assets as by every binary ($TAU2_DATA_DIR, ../shared/tau2-data, the cache, a pinned
+	// download; docs/ASSETS.md).
 	DataDir string `yaml:"data_dir"`
 	// Reload configures the inference servers to reload.
 	Reload ReloadConfig `yaml:"reload"`
@@ -178,10 +184,26 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("reload.backend %q: want none, sglang or vllm", c.Reload.Backend))
 	}
-	if c.Admission.Enabled && c.DataDir == "" && os.Getenv("TAU2_DATA_DIR") == "" {
-		errs = append(errs, errors.New("admission needs the τ² task splits: set data_dir or TAU2_DATA_DIR (or admission.enabled=false)"))
-	}
+	errs = append(errs, c.Model.validate())
 	return errors.Join(errs...)
+}
+
+// validate requires a starting point: model.path or model.config.
+func (m ModelConfig) validate() error {
+	if m.Path == "" && m.Config == "" {
+		return fmt.Errorf("model.path or model.config: %w (the starting point when the checkpoint directory holds none: "+
+			"model.path=/models/Qwen3-1.7B, a Hugging Face Qwen3 checkpoint; or model.config=deploy/models/qwen3-tiny/config.json, "+
+			"random weights of a tiny Qwen3 with the real vocabulary, for smoke runs)", required.ErrMissing)
+	}
+	return nil
+}
+
+// ConfigNotes says where the τ² task splits resolve (--print-config), as run will resolve them.
+func (c *Config) ConfigNotes() []string {
+	if !c.Admission.Enabled {
+		return nil
+	}
+	return []string{cli.DataNote("data_dir", c.DataDir)}
 }
 
 func main() {
@@ -313,12 +335,34 @@ func openBuilt(cfg *Config, rt *cli.Runtime, f backendFactory, build func(*Confi
 	return openParallel(cfg, rt, f, rankBuild, hw)
 }
 
+// admissionTasks loads the task splits admission cycles through, from data_dir or lib/assets'
+// order ($TAU2_DATA_DIR, ../shared/tau2-data, the cache, a pinned download).
+func admissionTasks(cfg *Config) ([]admission.Task, error) {
+	dataDir, err := data.Dir(cfg.DataDir)
+	if err != nil {
+		err = fmt.Errorf("admission needs the τ² task splits (set data_dir, or admission.enabled=false): %w", err)
+		if errors.Is(err, assets.ErrNotFound) {
+			return nil, cli.Usage(err)
+		}
+		return nil, err
+	}
+	return admission.LoadTasks(dataDir, cfg.Admission.Tasks)
+}
+
 func run(ctx context.Context, rt *cli.Runtime, cfg *Config) (err error) {
 	if err := cfg.Validate(); err != nil {
 		return cli.Usage(err)
 	}
 	if cfg.Parallel.follower() {
 		return runFollower(ctx, rt, cfg)
+	}
+	// The task splits are resolved before the model loads, so a missing data directory fails in
+	// seconds with what to set (exit status 2), not after minutes of loading.
+	var tasks []admission.Task
+	if cfg.Admission.Enabled {
+		if tasks, err = admissionTasks(cfg); err != nil {
+			return err
+		}
 	}
 	var be gpu.Backend
 	var resume *checkpoint.State
@@ -364,15 +408,6 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config) (err error) {
 
 	d := step.Deps{Backend: be, Source: src, Versions: pub, Requests: pub, Log: rt.Log, Feed: leader}
 	if cfg.Admission.Enabled {
-		// data_dir, else lib/assets' order (TAU2_DATA_DIR, ../shared, cache, download).
-		dataDir, err := data.Dir(cfg.DataDir)
-		if err != nil {
-			return fmt.Errorf("admission needs the τ² task splits (set data_dir, or admission.enabled=false): %w", err)
-		}
-		tasks, err := admission.LoadTasks(dataDir, cfg.Admission.Tasks)
-		if err != nil {
-			return err
-		}
 		if d.Admission, err = admission.New(cfg.Admission, tasks, cfg.Group.Size, cfg.BatchSize, cfg.MaxHeadOffpolicyness); err != nil {
 			return err
 		}

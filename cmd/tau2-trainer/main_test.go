@@ -30,7 +30,9 @@ func execute(t *testing.T, ctx context.Context, args ...string) error {
 	t.Helper()
 	cfg := DefaultConfig()
 	var out bytes.Buffer
-	return cli.Execute(ctx, cli.App{Name: "tau2-trainer", Usage: usage}, append([]string{"--metrics-addr", "off", "--log-level", "warn"}, args...), &cfg, &out,
+	// The tests' tiny shape by default (their synthetic trajectories use 64 token ids); an
+	// argument of the test's own overrides it.
+	return cli.Execute(ctx, cli.App{Name: "tau2-trainer", Usage: usage}, append([]string{"--metrics-addr", "off", "--log-level", "warn", "model.config=" + tinyModel(t)}, args...), &cfg, &out,
 		func(ctx context.Context, rt *cli.Runtime) error { return run(ctx, rt, &cfg) })
 }
 
@@ -197,8 +199,9 @@ func TestTrainerBinaryTwoHosts(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	model := tinyModel(t) // the hosts must agree on it, as on every other setting
 	common := func(b *embedded.Broker, dir string) []string {
-		return []string{"kafka.brokers=[" + b.Addr() + "]", "kafka.reader.max_wait=50ms", "kafka.reader.heartbeat_interval=500ms",
+		return []string{"model.config=" + model, "kafka.brokers=[" + b.Addr() + "]", "kafka.reader.max_wait=50ms", "kafka.reader.heartbeat_interval=500ms",
 			"kafka.reader.session_timeout=6s", "admission.enabled=false", "batch_size=2", "group.group_size=4", "max_steps=1",
 			"checkpoint.dtype=float32", "checkpoint.dir=" + dir, "actor.mb_spec.max_tokens_per_mb=40", "tick=20ms"}
 	}

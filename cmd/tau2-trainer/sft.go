@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 
+	"tau2rl/gpu"
 	"tau2rl/gpu/cuda"
+	"tau2rl/schemas"
 	"tau2rl/trainer/sft"
 
 	"tau2rl/cmd/internal/cli"
@@ -27,11 +29,13 @@ safetensors + optimizer.safetensors + trainer_state.json, loadable by tau2-train
 SGLang, vLLM and tau2-sampler. A run whose out already holds a checkpoint resumes from it exactly.
 Every step is logged (loss, tokens/s) and appended to out/steps.jsonl.
 
-The model starts from model.path (a Hugging Face Qwen3 directory) or a random initialisation
-(model.config, model.seed).
+The model starts from model.path (a Hugging Face Qwen3 directory) or a random initialisation of
+model.config (a config.json; model.seed); one of the two is required. Every token id of the
+selected trajectories is checked against the model's vocabulary before the first step.
 
 Examples:
-  tau2-trainer sft dataset=data/trajectories out=sft filter.domains=[airline] filter.splits=[train]
+  tau2-trainer sft dataset=data/trajectories out=sft filter.domains=[airline] filter.splits=[train] \
+      model.path=/models/Qwen3-1.7B
   tau2-trainer sft dataset=releases/airline-v1 out=rft filter.min_reward=1 epochs=2 \
       model.path=/models/Qwen3-1.7B backend=cuda optimizer.lr=1e-5 batch_tokens=262144
   tau2-trainer sft dataset=demos out=sft model.config=deploy/models/qwen3-learn/config.json \
@@ -54,6 +58,33 @@ func DefaultSFTConfig() SFTConfig {
 	return SFTConfig{Backend: "cpu", CUDA: cuda.DefaultOptions(), Model: ModelConfig{Seed: 1}, Config: sft.DefaultConfig()}
 }
 
+// Validate checks the whole configuration (cli calls it before run: exit status 2, and
+// --print-config lists the required keys still unset).
+func (c *SFTConfig) Validate() error {
+	return errors.Join(c.Config.Validate(), c.CUDA.Validate(), c.Model.validate())
+}
+
+// checkVocabulary refuses trajectories holding a token id the model cannot embed — data
+// tokenized for another model, or a model.config with a smaller vocabulary than the tokenizer's —
+// before any step, naming the trajectory and what to change (a usage error, exit status 2).
+func checkVocabulary(trajs []*schemas.Trajectory, mc gpu.Config, model string) error {
+	for _, t := range trajs {
+		for i, c := range t.Calls {
+			for _, toks := range [][]int32{c.PromptTokens, c.CompletionTokens} {
+				for _, id := range toks {
+					if id < 0 || int(id) >= mc.VocabSize {
+						return fmt.Errorf("%w: trajectory %s (task %s), call %d holds token id %d, outside the model's vocabulary [0,%d) (%s): "+
+							"the dataset was tokenized for another vocabulary (Qwen3's has 151936 ids); start from a model that has it "+
+							"(model.path=/models/Qwen3-1.7B, or model.config=deploy/models/qwen3-tiny/config.json for a smoke run)",
+							cli.ErrUsage, t.ID, t.TaskID, i, id, mc.VocabSize, model)
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
 func sftMain(args []string) {
 	cfg := DefaultSFTConfig()
 	cli.MainArgs(cli.App{Name: "tau2-trainer sft", Usage: sftUsage, MetricsAddr: "off"}, args, &cfg,
@@ -63,8 +94,8 @@ func sftMain(args []string) {
 // runSFT validates everything, reads the data, then opens the backend (resuming from out when it
 // holds a checkpoint) and trains. A summary line goes to out (stdout when nil).
 func runSFT(ctx context.Context, rt *cli.Runtime, cfg *SFTConfig, out io.Writer) error {
-	if err := errors.Join(cfg.Config.Validate(), cfg.CUDA.Validate()); err != nil {
-		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
+	if err := cfg.Validate(); err != nil {
+		return cli.Usage(err)
 	}
 	if _, ok := backends[cfg.Backend]; !ok {
 		return fmt.Errorf("%w: backend %q is not available in this binary (have: %s; cuda needs -tags cuda)", cli.ErrUsage, cfg.Backend, backendNames())
@@ -81,6 +112,16 @@ func runSFT(ctx context.Context, rt *cli.Runtime, cfg *SFTConfig, out io.Writer)
 		return err
 	}
 	defer be.Close()
+	from := "model.path=" + cfg.Model.Path
+	switch {
+	case resume != nil:
+		from = "the checkpoint in " + cfg.Out
+	case cfg.Model.Path == "":
+		from = "model.config=" + cfg.Model.Config
+	}
+	if err := checkVocabulary(trajs, be.Config(), from); err != nil {
+		return err
+	}
 	var start int64
 	if resume != nil {
 		start = resume.Step

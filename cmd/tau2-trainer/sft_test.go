@@ -21,7 +21,7 @@ func executeSFT(t *testing.T, args ...string) (string, error) {
 	cfg := DefaultSFTConfig()
 	var help, out bytes.Buffer
 	err := cli.Execute(context.Background(), cli.App{Name: "tau2-trainer sft", Usage: sftUsage},
-		append([]string{"--metrics-addr", "off", "--log-level", "warn"}, args...), &cfg, &help,
+		append([]string{"--metrics-addr", "off", "--log-level", "warn", "model.config=" + tinyModel(t)}, args...), &cfg, &help,
 		func(ctx context.Context, rt *cli.Runtime) error { return runSFT(ctx, rt, &cfg, &out) })
 	return help.String() + out.String(), err
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"tau2rl/lib/assets"
 	"tau2rl/lib/redact"
 	"tau2rl/lib/required"
 )
@@ -316,4 +317,19 @@ func orDefault(s, d string) string {
 		return d
 	}
 	return s
+}
+
+// DataNote is the Annotator note of a binary that reads the τ² data: where its key (data_dir;
+// dir its value, "" for lib/assets' order) resolves, without downloading.
+func DataNote(key, dir string) string {
+	return key + " → " + assets.Describe(assets.Tau2Data, dir)
+}
+
+// TokenizerNote is the Annotator note of a binary that reads Qwen3's tokenizer.json: the file its
+// key names, or where lib/assets' order finds it when the key is empty.
+func TokenizerNote(key, file string) string {
+	if file != "" {
+		return key + " → " + file + " (set)"
+	}
+	return key + " → " + assets.Describe(assets.Qwen3Tokenizer, "")
 }

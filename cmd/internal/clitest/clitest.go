@@ -185,3 +185,75 @@ func directives(t *testing.T, file string) (want, args []string) {
 	}
 	return want, args
 }
+
+// PrintConfigAlone runs `BINARY --print-config` with no other argument on cfg (the binary's
+// defaults): it must succeed (exit 0), print the configuration as YAML, and list each of missing
+// among the keys still to set.
+func PrintConfigAlone(t *testing.T, cfg any, missing ...string) {
+	t.Helper()
+	out, err := PrintConfig(cfg)
+	if err != nil {
+		t.Fatalf("--print-config alone: exit %d: %v", cli.ExitCode(err), err)
+	}
+	var doc any
+	if err := yaml.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("--print-config output does not parse: %v\n%s", err, out)
+	}
+	_, list, _ := strings.Cut(out, "# still to set before it runs:")
+	for _, m := range missing {
+		if !strings.Contains(list, m) {
+			t.Errorf("--print-config does not list %q as still to set:\n%s", m, out)
+		}
+	}
+	if len(missing) == 0 && list != "" {
+		t.Errorf("--print-config lists keys still to set:\n%s", out)
+	}
+}
+
+// AssetsFromShared checks that a binary finds the τ² data and the Qwen3 tokenizer as every
+// binary does (lib/assets, docs/ASSETS.md) when neither $TAU2_DATA_DIR nor $QWEN3_TOKENIZER_DIR
+// is set: from ../shared beside a parent of the working directory. It lays out a fresh
+// root/shared/{tau2-data,qwen3-tokenizer}, works in root/repo/cmd with downloads off and an empty
+// cache, and runs `--print-config ARGS…` on cfg: the configuration must be complete, and its
+// notes must say that each of dataKeys resolves to root/shared/tau2-data and each of
+// tokenizerKeys to root/shared/qwen3-tokenizer.
+func AssetsFromShared(t *testing.T, cfg any, args []string, dataKeys, tokenizerKeys []string) {
+	t.Helper()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(root, "shared", "tau2-data")
+	tok := filepath.Join(root, "shared", "qwen3-tokenizer")
+	wd := filepath.Join(root, "repo", "cmd")
+	for _, d := range []string{filepath.Join(data, "tau2", "domains"), tok, wd} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(tok, "tokenizer.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TAU2_DATA_DIR", "")
+	t.Setenv("QWEN3_TOKENIZER_DIR", "")
+	t.Setenv("TAU2RL_OFFLINE", "1")
+	t.Setenv("TAU2RL_CACHE_DIR", t.TempDir())
+	t.Chdir(wd)
+	out, err := PrintConfig(cfg, args...)
+	if err != nil {
+		t.Fatalf("--print-config with the data and tokenizer in ../shared: exit %d: %v", cli.ExitCode(err), err)
+	}
+	if strings.Contains(out, "# still to set") {
+		t.Errorf("the configuration is not complete:\n%s", out)
+	}
+	for _, k := range dataKeys {
+		if want := "#   " + k + " → tau2-data: " + data + " (from ../shared)"; !strings.Contains(out, want) {
+			t.Errorf("--print-config lacks %q:\n%s", want, out)
+		}
+	}
+	for _, k := range tokenizerKeys {
+		if want := "#   " + k + " → qwen3-tokenizer: " + tok + " (from ../shared)"; !strings.Contains(out, want) {
+			t.Errorf("--print-config lacks %q:\n%s", want, out)
+		}
+	}
+}

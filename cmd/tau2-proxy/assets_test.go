@@ -1,0 +1,14 @@
+package main
+
+import (
+	"testing"
+
+	"tau2rl/cmd/internal/clitest"
+)
+
+// TestAssetsFromShared (issue 27 item 14): the proxy finds the tokenizer in ../shared as every
+// binary does.
+func TestAssetsFromShared(t *testing.T) {
+	cfg := DefaultConfig()
+	clitest.AssetsFromShared(t, &cfg, nil, nil, []string{"tokenizer"})
+}
