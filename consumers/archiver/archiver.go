@@ -50,6 +50,13 @@ type Deps struct {
 	Log     *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// CheckGroup, when set, is called every few seconds while running: an error stops the
+	// run (another dataset's archiver has the group, see exclusive.go), except a failed
+	// query, which is logged. OpenKafka sets it.
+	CheckGroup func(ctx context.Context) error
+
+	// unlock releases the dataset lock when OpenKafka took it already.
+	unlock func()
 }
 
 // Errors that route a message to dead letters, by reason label.
@@ -111,7 +118,13 @@ type Summary struct {
 // per dataset), removes temporary files left by a crash, and loads the
 // trajectory ids of every file whose offsets the group has not committed,
 // so that their redelivery is recognised as duplicates.
-func Open(ctx context.Context, cfg Config, d Deps) (*Archiver, error) {
+func Open(ctx context.Context, cfg Config, d Deps) (_ *Archiver, err error) {
+	unlock := d.unlock
+	defer func() {
+		if err != nil && unlock != nil {
+			unlock()
+		}
+	}()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -134,9 +147,10 @@ func Open(ctx context.Context, cfg Config, d Deps) (*Archiver, error) {
 	if err := d.FS.MkdirAll(cfg.DatasetDir); err != nil {
 		return nil, fmt.Errorf("archiver: dataset dir %s: %w", cfg.DatasetDir, err)
 	}
-	unlock, err := lockDir(cfg.DatasetDir)
-	if err != nil {
-		return nil, err
+	if unlock == nil {
+		if unlock, err = lockDir(cfg.DatasetDir); err != nil {
+			return nil, err
+		}
 	}
 	var rb [4]byte
 	if _, err := rand.Read(rb[:]); err != nil {
@@ -185,6 +199,12 @@ func (a *Archiver) Run(ctx context.Context) (err error) {
 	defer close(a.finQ)
 	ticker := time.NewTicker(a.cfg.CommitInterval)
 	defer ticker.Stop()
+	var groupCheck <-chan time.Time
+	if a.d.CheckGroup != nil {
+		t := time.NewTicker(groupCheckInterval)
+		defer t.Stop()
+		groupCheck = t.C
+	}
 	a.log.Info("archiver running", "dataset_dir", a.cfg.DatasetDir, "group", a.cfg.Group, "topic", a.d.Topic,
 		"roll_max_bytes", a.cfg.Roll.MaxBytes, "roll_max_age", a.cfg.Roll.MaxAge, "pinned_ids", a.Summary.PinnedIDs, "loaded_ids", a.Summary.LoadedIDs)
 	for {
@@ -208,6 +228,19 @@ func (a *Archiver) Run(ctx context.Context) (err error) {
 		case r := <-a.finDone:
 			if err := a.complete(r); err != nil {
 				return a.fail(err)
+			}
+		case <-groupCheck:
+			if err := a.d.CheckGroup(ctx); err != nil {
+				if ctx.Err() != nil {
+					return a.shutdown()
+				}
+				if errors.Is(err, errGroupQuery) {
+					a.log.Warn("checking the consumer group's members failed; will retry", "err", err)
+					continue
+				}
+				// The data already written is durable and its offsets committable: stop as
+				// on a signal, then report why.
+				return errors.Join(err, a.shutdown())
 			}
 		case <-ticker.C:
 			if err := a.tick(ctx); err != nil {

@@ -52,5 +52,13 @@
 //     committed, and the next run gets the rest again.
 //
 // The guarantees assume one archiver per dataset directory, which Open
-// enforces with a lock file (.archiver.lock).
+// enforces with a lock file (.archiver.lock), and one dataset per consumer
+// group: two archivers of different directories in one group would each get
+// part of the topic, and a rebalance would put rows in both. OpenKafka binds
+// the group to the directory's id (.archiver.dataset-id) through an exclusive
+// assignment (lib/stream/kafka.NewExclusiveGroupReader): partitions go only to
+// the archivers of the directory that started first, and another one exits
+// with an error naming the archiver that has the group. A complete second
+// copy is an archiver with its own group. docs/OPERATIONS.md ("Archiver
+// topologies") lists the supported layouts.
 package archiver

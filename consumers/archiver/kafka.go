@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	tkafka "tau2rl/lib/stream/kafka"
 )
@@ -51,10 +52,41 @@ func OpenKafka(ctx context.Context, cfg Config, kc tkafka.Config, d Deps, km *tk
 	if err != nil {
 		return nil, err
 	}
-	r, err := tkafka.NewGroupReader(kc, cfg.Group, []string{topic}, km)
+	// One archiver per dataset directory (the lock, taken before joining the group so that a
+	// refused second archiver never takes partitions), and one dataset per group: the group's
+	// partitions go only to archivers of this dataset directory (see exclusive.go).
+	id, err := datasetID(cfg.DatasetDir)
 	if err != nil {
 		dl.Close()
 		return nil, err
+	}
+	unlock, err := lockDir(cfg.DatasetDir)
+	if err != nil {
+		dl.Close()
+		return nil, err
+	}
+	d.unlock = unlock
+	fail := func(err error) (*Archiver, error) {
+		unlock()
+		return nil, err
+	}
+	members, err := admin.GroupMembers(ctx, cfg.Group)
+	if err != nil {
+		dl.Close()
+		return fail(fmt.Errorf("archiver: %w", err))
+	}
+	if err := refuseOtherDatasets(members, cfg.Group, cfg.DatasetDir, id); err != nil {
+		dl.Close()
+		return fail(err)
+	}
+	self := tkafka.Owner{ID: id, Start: time.Now()}
+	r, err := tkafka.NewExclusiveGroupReader(kc, cfg.Group, []string{topic}, km, self)
+	if err != nil {
+		dl.Close()
+		return fail(err)
+	}
+	if d.CheckGroup == nil {
+		d.CheckGroup = checkGroup(admin, cfg.Group, cfg.DatasetDir, self)
 	}
 	d.Source = closingSource{GroupReader: r, dl: dl}
 	d.DeadLetters = dl
@@ -62,7 +94,7 @@ func OpenKafka(ctx context.Context, cfg Config, kc tkafka.Config, d Deps, km *tk
 	d.Committed = func(ctx context.Context) (map[int]int64, error) {
 		return admin.CommittedOffsets(ctx, cfg.Group, topic)
 	}
-	a, err := Open(ctx, cfg, d)
+	a, err := Open(ctx, cfg, d) // releases the lock when it fails
 	if err != nil {
 		d.Source.Close()
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"syscall"
 
 	"tau2rl/schemas"
@@ -34,9 +35,12 @@ func lockDir(dir string) (func(), error) {
 		}
 		return nil, fmt.Errorf("archiver: lock %s: %w", p, err)
 	}
+	var once sync.Once
 	return func() {
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
+		once.Do(func() {
+			syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+			f.Close()
+		})
 	}, nil
 }
 

@@ -93,6 +93,11 @@ type fetched struct {
 
 // NewGroupReader joins group on topics. m may be nil.
 func NewGroupReader(cfg Config, group string, topics []string, m *Metrics) (*GroupReader, error) {
+	return newGroupReader(cfg, group, topics, m, nil)
+}
+
+// newGroupReader joins with balancers (nil: kafka-go's defaults, range and round robin).
+func newGroupReader(cfg Config, group string, topics []string, m *Metrics, balancers []kafkago.GroupBalancer) (*GroupReader, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -131,6 +136,7 @@ func NewGroupReader(cfg Config, group string, topics []string, m *Metrics) (*Gro
 		PartitionWatchInterval: 10 * time.Second,
 		StartOffset:            start,
 		Timeout:                cfg.DialTimeout,
+		GroupBalancers:         balancers,
 	}
 	if cfg.Log != nil {
 		gc.Logger = logFunc(cfg.Log, slog.LevelDebug, group)
