@@ -25,6 +25,23 @@ var configBinary = map[string][]string{
 	"eval.yaml":         {"tau2-eval", "run"},
 	"broker.yaml":       {"tau2-broker"},
 	"scripted-llm.yaml": {"tau2-scripted-llm"},
+	"sampler.yaml":      {"tau2-sampler"},
+	"proxy.yaml":        {"tau2-proxy"},
+}
+
+// binaryFor returns the command that reads an example config: by its file name, or for a
+// template unit's per-instance file (sampler-0.yaml for tau2-sampler@0) by the name before the
+// instance.
+func binaryFor(file string) ([]string, bool) {
+	if c, ok := configBinary[file]; ok {
+		return c, true
+	}
+	stem, ext := strings.TrimSuffix(file, ".yaml"), ".yaml"
+	if i := strings.LastIndexByte(stem, '-'); i > 0 {
+		c, ok := configBinary[stem[:i]+ext]
+		return c, ok
+	}
+	return nil, false
 }
 
 // cliKeys are consumed by cmd/internal/cli and never printed by --print-config.
@@ -55,7 +72,7 @@ func TestExampleConfigs(t *testing.T) {
 	for _, path := range exampleConfigs(t) {
 		rel, _ := filepath.Rel(repoPath("deploy/config"), path)
 		t.Run(rel, func(t *testing.T) {
-			cmdArgs, ok := configBinary[filepath.Base(path)]
+			cmdArgs, ok := binaryFor(filepath.Base(path))
 			if !ok {
 				t.Fatalf("no binary known for %s: name it after its role (%v)", rel, keys(configBinary))
 			}

@@ -13,6 +13,7 @@ import (
 // Every binary a unit, a config or a shutdown test refers to.
 var allBinaries = []string{
 	"tau2-producer", "tau2-archiver", "tau2-trainer", "tau2-replay", "tau2-eval", "tau2-broker", "tau2-scripted-llm",
+	"tau2-sampler", "tau2-proxy",
 }
 
 var (

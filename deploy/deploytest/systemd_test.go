@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -78,6 +79,42 @@ var batchUnits = map[string]bool{"tau2-replay@.service": true, "tau2-eval@.servi
 // devUnits are the development-only stand-ins (embedded broker, scripted LLM).
 var devUnits = map[string]bool{"tau2-broker.service": true, "tau2-scripted-llm.service": true}
 
+// gpuUnits are the only units that see GPU device nodes: the policy server and the trainer.
+var gpuUnits = map[string]bool{"tau2-sampler@.service": true, "tau2-trainer.service": true}
+
+// nvidiaDevices are the DeviceAllow= entries a GPU unit needs (DevicePolicy=closed allows only
+// the pseudo devices besides them): the device groups, and the fixed nodes by path for kernels
+// whose driver registers no group name.
+var nvidiaDevices = []string{
+	"char-nvidia-frontend rw", "char-nvidia-uvm rw", "char-nvidia-caps r",
+	"/dev/nvidiactl rw", "/dev/nvidia-uvm rw", "/dev/nvidia-uvm-tools rw",
+}
+
+// checkDevices holds a unit to the device rule: a GPU unit allows exactly the NVIDIA devices and
+// has no PrivateDevices= (its private /dev would hide them); every other unit has
+// PrivateDevices=yes and allows no device at all.
+func checkDevices(name string, u unitFile) []string {
+	var errs []string
+	allow := u["Service"]["DeviceAllow"]
+	pd, _ := u.get("Service", "PrivateDevices")
+	if gpuUnits[name] {
+		if !slices.Equal(allow, nvidiaDevices) {
+			errs = append(errs, fmt.Sprintf("GPU unit: DeviceAllow=%q, want %q", allow, nvidiaDevices))
+		}
+		if pd == "yes" {
+			errs = append(errs, "GPU unit with PrivateDevices=yes: its private /dev has no NVIDIA nodes")
+		}
+		return errs
+	}
+	if len(allow) > 0 {
+		errs = append(errs, fmt.Sprintf("DeviceAllow=%q on a unit without a GPU (only %v see devices)", allow, keys(gpuUnits)))
+	}
+	if pd != "yes" {
+		errs = append(errs, fmt.Sprintf("PrivateDevices=%q, want yes (no GPU for this role)", pd))
+	}
+	return errs
+}
+
 // TestNetworkDropIns: every production unit ships an example drop-in that restricts the hosts it
 // may reach (IPAddressDeny=any, then IPAddressAllow= for its peers), and its unit points at it;
 // the development stand-ins deny the network outright (TestUnitPolicy).
@@ -141,6 +178,9 @@ func TestUnitPolicy(t *testing.T) {
 				if got, ok := u.get("Service", k); !ok || got != want {
 					t.Errorf("[Service] %s=%q, want %q", k, got, want)
 				}
+			}
+			for _, e := range checkDevices(name, u) {
+				t.Error(e)
 			}
 			if f := u["Service"]["SystemCallFilter"]; len(f) == 0 || f[0] != "@system-service" {
 				t.Errorf("SystemCallFilter=%q, want @system-service first", f)
@@ -242,6 +282,13 @@ func stage(t *testing.T) string {
 	}
 	if out, err := exec.Command("cp", "-a", hostUnits, filepath.Join(dest, "usr/lib/systemd/system")).CombinedOutput(); err != nil {
 		t.Fatalf("copy host units: %v\n%s", err, out)
+	}
+	// The host's /bin/kill, which ExecReload= runs (verify checks that it is executable).
+	if err := os.MkdirAll(filepath.Join(dest, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cp", "-L", "/bin/kill", filepath.Join(dest, "bin/kill")).CombinedOutput(); err != nil {
+		t.Fatalf("copy /bin/kill: %v\n%s", err, out)
 	}
 	return dest
 }
@@ -354,3 +401,32 @@ func TestSystemdVerify(t *testing.T) {
 }
 
 func writeFile(path, text string) error { return os.WriteFile(path, []byte(text), 0o644) }
+
+// TestCheckDevices: the device rule flags a GPU unit that lost a device or gained a private
+// /dev, and a CPU unit that gained a device.
+func TestCheckDevices(t *testing.T) {
+	gpu := func(allow []string, pd string) unitFile {
+		u := unitFile{"Service": {"DeviceAllow": allow}}
+		if pd != "" {
+			u["Service"]["PrivateDevices"] = []string{pd}
+		}
+		return u
+	}
+	tests := []struct {
+		name, unit string
+		u          unitFile
+		bad        bool
+	}{
+		{"gpu ok", "tau2-sampler@.service", gpu(nvidiaDevices, ""), false},
+		{"gpu missing uvm", "tau2-sampler@.service", gpu(nvidiaDevices[:1], ""), true},
+		{"gpu private dev", "tau2-trainer.service", gpu(nvidiaDevices, "yes"), true},
+		{"cpu ok", "tau2-proxy.service", gpu(nil, "yes"), false},
+		{"cpu with gpu", "tau2-proxy.service", gpu(nvidiaDevices, "yes"), true},
+		{"cpu without private dev", "tau2-producer@.service", gpu(nil, ""), true},
+	}
+	for _, tc := range tests {
+		if errs := checkDevices(tc.unit, tc.u); (len(errs) > 0) != tc.bad {
+			t.Errorf("%s: checkDevices = %q, want findings %v", tc.name, errs, tc.bad)
+		}
+	}
+}
