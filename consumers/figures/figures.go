@@ -24,6 +24,8 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/recorder"
 
 	"tau2rl/schemas"
 	"tau2rl/tau2/evaluator"
@@ -268,30 +270,91 @@ func titled(o Options, s string) string {
 	return s
 }
 
-// placeLegend puts p's legend (entries lines) in the corner of the data area that the series'
-// points fall in least, top right on a tie, so that it does not cover the curves: a reward near
-// 1 would run under a legend fixed at the top. Call it after the plotters are added (the axes'
-// ranges come from them). The corner box is an estimate of the legend's size: 45% of the width,
-// 11% of the height per entry.
-func placeLegend(p *plot.Plot, entries int, series ...plotter.XYs) {
-	w, h := 0.45*(p.X.Max-p.X.Min), math.Min(0.11*float64(entries), 0.6)*(p.Y.Max-p.Y.Min)
-	best, bestTop, bestLeft := -1, true, false
-	for _, c := range []struct{ top, left bool }{{true, false}, {true, true}, {false, false}, {false, true}} {
-		n := 0
-		for _, xys := range series {
-			for _, q := range xys {
-				inX := (c.left && q.X <= p.X.Min+w) || (!c.left && q.X >= p.X.Max-w)
-				inY := (c.top && q.Y >= p.Y.Max-h) || (!c.top && q.Y <= p.Y.Min+h)
-				if inX && inY {
+// placeLegend puts p's legend in the corner of the data area where it covers no point of the
+// series, in the order top right, top left, bottom right, bottom left: a reward near 1 would run
+// under a legend fixed at the top. When every corner would cover points (a noisy series, or a
+// run of two steps whose points sit in the corners) it leaves room instead: the legend goes to
+// the less crowded top corner and the y axis is raised until nothing lies under it. The legend's
+// box is measured as gonum draws it on a figure of o's size (legendCovers). Call it after the
+// plotters and the legend entries are added (the axes' ranges come from the plotters).
+func placeLegend(p *plot.Plot, o Options, series ...plotter.XYs) {
+	type corner struct{ top, left bool }
+	count := func(c corner) int {
+		p.Legend.Top, p.Legend.Left = c.top, c.left
+		return legendCovers(p, o, series...)
+	}
+	for _, c := range []corner{{true, false}, {true, true}, {false, false}, {false, true}} {
+		if count(c) == 0 {
+			p.Legend.Top, p.Legend.Left = c.top, c.left
+			return
+		}
+	}
+	c := corner{true, false}
+	if count(corner{true, true}) < count(c) {
+		c = corner{true, true}
+	}
+	p.Legend.Top, p.Legend.Left = c.top, c.left
+	span := p.Y.Max - p.Y.Min
+	if span <= 0 {
+		span = 1
+	}
+	for i := 0; i < 60 && legendCovers(p, o, series...) > 0; i++ {
+		p.Y.Max += 0.05 * span
+	}
+}
+
+// legendCovers counts the points of series (and the lines between them) that p's legend, where
+// it stands now, would cover on a figure of o's size (with a margin of 4 points around the legend's box). It lays the figure
+// out as gonum's Plot.Draw does: the data canvas below the title and beside the axes, the legend
+// in one of its corners.
+func legendCovers(p *plot.Plot, o Options, series ...plotter.XYs) int {
+	w, h := o.Width, o.Height
+	if w == 0 {
+		w = 16 * vg.Centimeter
+	}
+	if h == 0 {
+		h = 10 * vg.Centimeter
+	}
+	dc := p.DataCanvas(draw.NewCanvas(new(recorder.Canvas), w, h))
+	size := p.Legend.Rectangle(dc).Size()
+	var r vg.Rectangle
+	if p.Legend.Left {
+		r.Min.X, r.Max.X = dc.Min.X, dc.Min.X+size.X
+	} else {
+		r.Min.X, r.Max.X = dc.Max.X-size.X, dc.Max.X
+	}
+	if p.Legend.Top {
+		r.Min.Y, r.Max.Y = dc.Max.Y-size.Y, dc.Max.Y
+	} else {
+		r.Min.Y, r.Max.Y = dc.Min.Y, dc.Min.Y+size.Y
+	}
+	const margin = vg.Length(4) // points
+	in := func(q plotter.XY) bool {
+		x, y := dc.X(p.X.Norm(q.X)), dc.Y(p.Y.Norm(q.Y))
+		return x >= r.Min.X-margin && x <= r.Max.X+margin && y >= r.Min.Y-margin && y <= r.Max.Y+margin
+	}
+	// Points, and the lines drawn between consecutive points (sampled), which can cross a
+	// corner that holds no point.
+	n := 0
+	for _, xys := range series {
+		for i, q := range xys {
+			if in(q) {
+				n++
+			}
+			if i == 0 {
+				continue
+			}
+			prev := xys[i-1]
+			for k := 1; k < 16; k++ {
+				f := float64(k) / 16
+				if in(plotter.XY{X: prev.X + f*(q.X-prev.X), Y: prev.Y + f*(q.Y-prev.Y)}) {
 					n++
+					break
 				}
 			}
 		}
-		if best < 0 || n < best {
-			best, bestTop, bestLeft = n, c.top, c.left
-		}
 	}
-	p.Legend.Top, p.Legend.Left = bestTop, bestLeft
+	return n
 }
 
 // newPlot is a figure with its title (prefixed by o.Title), axis labels and a y axis from 0;
@@ -337,9 +400,7 @@ func rewardPlot(pts []Point, o Options) (*plot.Plot, error) {
 	p.Add(poly, line, points)
 	p.Legend.Add("mean reward", line, points)
 	p.Legend.Add("95% confidence band", poly)
-	entries := 2
 	if o.Baseline != nil {
-		entries++
 		b := *o.Baseline
 		f := plotter.NewFunction(func(float64) float64 { return b })
 		f.Color = colorBaseline
@@ -347,7 +408,7 @@ func rewardPlot(pts []Point, o Options) (*plot.Plot, error) {
 		p.Add(f)
 		p.Legend.Add(fmt.Sprintf("baseline %.2f", b), f)
 	}
-	placeLegend(p, entries, mean, band)
+	placeLegend(p, o, mean, band)
 	p.Add(plotter.NewGrid())
 	return p, nil
 }
@@ -377,7 +438,7 @@ func passKPlot(rows []PassK, o Options) (*plot.Plot, error) {
 		p.Legend.Add(fmt.Sprintf("%s (%d tasks)", r.Domain, r.Tasks), line, points)
 		all = append(all, xys)
 	}
-	placeLegend(p, len(all), all...)
+	placeLegend(p, o, all...)
 	p.Add(plotter.NewGrid())
 	return p, nil
 }
@@ -399,7 +460,7 @@ func throughputPlots(rates []Rate, o Options) (*plot.Plot, *plot.Plot, error) {
 		line.Color, points.Color = colorMain, colorMain
 		p.Add(line, points, plotter.NewGrid())
 		p.Legend.Add(legend, line, points)
-		placeLegend(p, 1, xys)
+		placeLegend(p, o, xys)
 		return p, nil
 	}
 	tok, err := mk("generated tokens per minute", "tokens / minute", "generated tokens", func(r Rate) float64 { return r.Tokens })
@@ -434,7 +495,7 @@ func mismatchPlot(pts []StepPoint, o Options) (*plot.Plot, error) {
 		p.Add(line, points)
 		p.Legend.Add(s.name, line, points)
 	}
-	placeLegend(p, 2, diff, capped)
+	placeLegend(p, o, diff, capped)
 	p.Add(plotter.NewGrid())
 	return p, nil
 }

@@ -85,7 +85,8 @@ func TestDrawRejectsUnknownFormat(t *testing.T) {
 	}
 }
 
-// TestPlaceLegend: the legend goes to the corner the data leave empty, top right when they all do.
+// TestPlaceLegend: the legend goes to the corner the data leave empty, top right when they all
+// do; when none is empty it goes on top and the y axis leaves room, so it never covers a point.
 func TestPlaceLegend(t *testing.T) {
 	rising := plotter.XYs{{X: 0, Y: 0.1}, {X: 1, Y: 0.3}, {X: 2, Y: 0.6}, {X: 3, Y: 0.95}, {X: 4, Y: 1}}
 	falling := plotter.XYs{{X: 0, Y: 1}, {X: 1, Y: 0.9}, {X: 2, Y: 0.5}, {X: 3, Y: 0.2}, {X: 4, Y: 0.05}}
@@ -95,11 +96,12 @@ func TestPlaceLegend(t *testing.T) {
 		name      string
 		xys       plotter.XYs
 		top, left bool
+		raised    bool
 	}{
-		{"rising to 1: top left", rising, true, true},
-		{"falling from 1: top right", falling, true, false},
-		{"all low: top right", low, true, false},
-		{"every corner: the least crowded", everywhere, true, true},
+		{"rising to 1: top left", rising, true, true, false},
+		{"falling from 1: top right", falling, true, false, false},
+		{"all low: top right", low, true, false, false},
+		{"every corner: the less crowded top corner, with room", everywhere, true, true, true},
 	} {
 		p := plot.New()
 		p.Y.Min, p.Y.Max = 0, 1
@@ -108,9 +110,41 @@ func TestPlaceLegend(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.Add(l)
-		placeLegend(p, 2, c.xys)
+		p.Legend.Add("a series with a long name", l)
+		p.Legend.Add("another one", l)
+		placeLegend(p, Options{}, c.xys)
 		if p.Legend.Top != c.top || p.Legend.Left != c.left {
 			t.Errorf("%s: legend top %v left %v, want top %v left %v", c.name, p.Legend.Top, p.Legend.Left, c.top, c.left)
+		}
+		if raised := p.Y.Max > 1; raised != c.raised {
+			t.Errorf("%s: y axis up to %v, raised %v, want %v", c.name, p.Y.Max, raised, c.raised)
+		}
+		if n := legendCovers(p, Options{}, c.xys); n > 0 {
+			t.Errorf("%s: the legend covers %d points", c.name, n)
+		}
+	}
+}
+
+// TestMismatchLegendLeavesRoom (issue 27 item 21): the mismatch of a short run (make learn-cpu:
+// two steps, its points in the corners) and of a long noisy one; the legend covers no point.
+func TestMismatchLegendLeavesRoom(t *testing.T) {
+	short := []StepPoint{{Step: 1, AbsDiff: 0.004, CapMasked: 0}, {Step: 2, AbsDiff: 0.0041, CapMasked: 0.001}}
+	var long []StepPoint
+	for i := 1; i <= 150; i++ {
+		long = append(long, StepPoint{Step: int64(i), AbsDiff: 0.001 + 0.003*float64((i*7919)%13)/12})
+	}
+	for name, pts := range map[string][]StepPoint{"two steps": short, "150 noisy steps": long} {
+		p, err := mismatchPlot(pts, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var diff, capped plotter.XYs
+		for _, q := range pts {
+			diff = append(diff, plotter.XY{X: float64(q.Step), Y: q.AbsDiff})
+			capped = append(capped, plotter.XY{X: float64(q.Step), Y: q.CapMasked})
+		}
+		if n := legendCovers(p, Options{}, diff, capped); n > 0 {
+			t.Errorf("%s: the legend covers %d points (y axis up to %v)", name, n, p.Y.Max)
 		}
 	}
 }
