@@ -29,7 +29,7 @@ func Card(m *Manifest) ([]byte, error) {
 	fmt.Fprintf(&b, "- Created: %s from `%s`\n", m.Created.Format("2006-01-02T15:04:05Z"), m.Source)
 	sel, err := json.Marshal(m.Filters)
 	if err != nil {
-		return nil, fmt.Errorf("release: card: %w", err)
+		return nil, fmt.Errorf("card: %w", err)
 	}
 	fmt.Fprintf(&b, "- Selection: `%s`\n\n", sel)
 	fmt.Fprintf(&b, "Every file's SHA-256 is in manifest.json. Rows with status `infra_error` record infrastructure failures, not rewards; never train on them.\n\n")
@@ -56,7 +56,7 @@ func Card(m *Manifest) ([]byte, error) {
 	for _, c := range columnDocs {
 		t, ok := types[c.Path]
 		if !ok {
-			return nil, fmt.Errorf("release: card: column %s is documented but not in the Parquet schema (regenerate with go generate)", c.Path)
+			return nil, fmt.Errorf("card: column %s is documented but not in the Parquet schema (regenerate with go generate)", c.Path)
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", c.Path, t, strings.ReplaceAll(c.Doc, "|", `\|`))
 	}

@@ -89,7 +89,7 @@ func (c *Config) dates() (from, to time.Time, err error) {
 			// timestamp, which reaches us as RFC 3339 midnight.
 			ts, err2 := time.Parse(time.RFC3339, s)
 			if err2 != nil || !ts.Equal(ts.Truncate(24*time.Hour)) {
-				return time.Time{}, fmt.Errorf("release: %s %q: want YYYY-MM-DD", name, s)
+				return time.Time{}, fmt.Errorf("%s %q: want YYYY-MM-DD", name, s)
 			}
 			t = ts.UTC()
 		}
@@ -102,7 +102,7 @@ func (c *Config) dates() (from, to time.Time, err error) {
 		return
 	}
 	if !from.IsZero() && !to.IsZero() && from.After(to) {
-		err = fmt.Errorf("release: date_from %s is after date_to %s", c.DateFrom, c.DateTo)
+		err = fmt.Errorf("date_from %s is after date_to %s", c.DateFrom, c.DateTo)
 	}
 	return
 }
@@ -110,7 +110,7 @@ func (c *Config) dates() (from, to time.Time, err error) {
 // Validate reports configuration errors.
 func (c *Config) Validate() error {
 	if c.Source == "" || c.Out == "" {
-		return errors.New("release: source and out are required")
+		return errors.New("source and out are required")
 	}
 	if _, _, err := c.dates(); err != nil {
 		return err
@@ -166,6 +166,8 @@ type FileManifest struct {
 }
 
 // Cut writes the release described by cfg and returns its manifest; log may be nil (discards).
+// Its errors (and Validate's) name the file or setting, not the package: the command that runs
+// it says "tau2-archiver release: …" already, and a prefix here doubled it.
 func Cut(ctx context.Context, cfg Config, log *slog.Logger) (*Manifest, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -180,7 +182,7 @@ func Cut(ctx context.Context, cfg Config, log *slog.Logger) (*Manifest, error) {
 	from, to, _ := cfg.dates()
 	ds, err := dataset.Open(cfg.Source)
 	if err != nil {
-		return nil, fmt.Errorf("release: %w", err)
+		return nil, fmt.Errorf("source: %w", err)
 	}
 	m := &Manifest{
 		Name: cfg.Name, Description: cfg.Description, Created: time.Now().UTC(), SchemaVersion: schemas.SchemaVersion,
@@ -192,12 +194,12 @@ func Cut(ctx context.Context, cfg Config, log *slog.Logger) (*Manifest, error) {
 	for _, src := range ds.Files {
 		rel, err := filepath.Rel(cfg.Source, src)
 		if err != nil {
-			return nil, fmt.Errorf("release: %w", err)
+			return nil, err
 		}
 		partDir := filepath.ToSlash(filepath.Dir(rel))
 		p, err := schemas.ParsePartitionDir(partDir)
 		if err != nil {
-			return nil, fmt.Errorf("release: %s is not in the archive layout: %w", rel, err)
+			return nil, fmt.Errorf("%s is not in the archive layout: %w", rel, err)
 		}
 		if len(cfg.Filter.Domains) > 0 && !contains(cfg.Filter.Domains, p.Domain) ||
 			!from.IsZero() && p.Date.Before(from) || !to.IsZero() && p.Date.After(to) {
@@ -250,7 +252,7 @@ func Cut(ctx context.Context, cfg Config, log *slog.Logger) (*Manifest, error) {
 	}
 	mj, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
-		return nil, fmt.Errorf("release: manifest: %w", err)
+		return nil, fmt.Errorf("manifest: %w", err)
 	}
 	if err := writeDurable(filepath.Join(cfg.Out, "manifest.json"), append(mj, '\n')); err != nil {
 		return nil, err
@@ -279,13 +281,13 @@ func prepareOut(out string) error {
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		if err := os.MkdirAll(out, 0o755); err != nil {
-			return fmt.Errorf("release: create %s: %w", out, err)
+			return fmt.Errorf("create %s: %w", out, err)
 		}
 		return nil
 	case err != nil:
-		return fmt.Errorf("release: %w", err)
+		return err
 	case len(entries) > 0:
-		return fmt.Errorf("release: %s is not empty; a release is written into a new directory", out)
+		return fmt.Errorf("%s is not empty; a release is written into a new directory", out)
 	}
 	return nil
 }
@@ -296,19 +298,19 @@ func prepareOut(out string) error {
 func releaseFile(ctx context.Context, cfg Config, src, rel string, seen map[string]struct{}, m *Manifest) (*FileManifest, error) {
 	f, err := os.Open(src)
 	if err != nil {
-		return nil, fmt.Errorf("release: %w", err)
+		return nil, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("release: %w", err)
+		return nil, err
 	}
 	var ranges []schemas.OffsetRange
 	offsetsMeta := ""
 	if pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true)); err == nil {
 		if v, ok := pf.Lookup(schemas.MetaKafkaOffsets); ok {
 			if ranges, err = schemas.ParseOffsets(v); err != nil {
-				return nil, fmt.Errorf("release: %s: %w", rel, err)
+				return nil, fmt.Errorf("%s: %w", rel, err)
 			}
 			offsetsMeta = v
 		}
@@ -316,11 +318,11 @@ func releaseFile(ctx context.Context, cfg Config, src, rel string, seen map[stri
 
 	outPath := filepath.Join(cfg.Out, rel)
 	if err := os.MkdirAll(filepath.Dir(outPath), 0o755); err != nil {
-		return nil, fmt.Errorf("release: %w", err)
+		return nil, err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(outPath), "."+filepath.Base(outPath)+".*.tmp")
 	if err != nil {
-		return nil, fmt.Errorf("release: %w", err)
+		return nil, err
 	}
 	defer os.Remove(tmp.Name()) // after a successful rename this is a no-op error
 	defer tmp.Close()
@@ -331,7 +333,7 @@ func releaseFile(ctx context.Context, cfg Config, src, rel string, seen map[stri
 	}
 	w, err := schemas.NewParquetWriter(tmp, opts)
 	if err != nil {
-		return nil, fmt.Errorf("release: %w", err)
+		return nil, err
 	}
 	var scan dataset.Stats
 	var kept, dups int64
@@ -346,38 +348,38 @@ func releaseFile(ctx context.Context, cfg Config, src, rel string, seen map[stri
 		return w.Write([]*schemas.Trajectory{t})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("release: %s: %w", rel, err)
+		return nil, fmt.Errorf("%s: %w", rel, err)
 	}
 	m.DuplicatesDropped += dups
 	if kept == 0 {
 		return nil, nil
 	}
 	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("release: %s: %w", rel, err)
+		return nil, fmt.Errorf("%s: %w", rel, err)
 	}
 	mode := "rewrite"
 	if kept == scan.RowsRead {
 		// Every row is released: publish the archive file itself.
 		mode = "copy"
 		if err := copyInto(tmp, f); err != nil {
-			return nil, fmt.Errorf("release: copy %s: %w", rel, err)
+			return nil, fmt.Errorf("copy %s: %w", rel, err)
 		}
 	}
 	if err := tmp.Sync(); err != nil {
-		return nil, fmt.Errorf("release: fsync %s: %w", tmp.Name(), err)
+		return nil, fmt.Errorf("fsync %s: %w", tmp.Name(), err)
 	}
 	size, sum, err := hashFile(tmp)
 	if err != nil {
-		return nil, fmt.Errorf("release: %s: %w", rel, err)
+		return nil, fmt.Errorf("%s: %w", rel, err)
 	}
 	if err := tmp.Close(); err != nil {
-		return nil, fmt.Errorf("release: %w", err)
+		return nil, err
 	}
 	if err := os.Rename(tmp.Name(), outPath); err != nil {
-		return nil, fmt.Errorf("release: %w", err)
+		return nil, err
 	}
 	if err := durable.SyncDir(filepath.Dir(outPath)); err != nil {
-		return nil, fmt.Errorf("release: %w", err)
+		return nil, err
 	}
 	return &FileManifest{Path: filepath.ToSlash(rel), Rows: kept, Bytes: size, SHA256: sum, Mode: mode,
 		Source: filepath.ToSlash(rel), KafkaOffsets: ranges}, nil
@@ -406,7 +408,7 @@ func hashFile(f *os.File) (int64, string, error) {
 
 func writeDurable(p string, data []byte) error {
 	if err := durable.WriteFile(p, data, 0o644); err != nil {
-		return fmt.Errorf("release: %w", err)
+		return err
 	}
 	return nil
 }

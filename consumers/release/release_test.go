@@ -283,3 +283,72 @@ func FuzzParseManifest(f *testing.F) {
 		}
 	})
 }
+
+// TestSelectionUsesConfigKeys: the card and the manifest list the filters by the keys a user
+// configures (filter.min_policy_version), not by Go field names (MinPolicyVersion), and leave
+// out what is not set (issue 27 item 21); manifests written with the Go names still parse.
+func TestSelectionUsesConfigKeys(t *testing.T) {
+	lo, one := int64(10), 1.0
+	sel := Selection{Filter: dataset.Filter{Domains: []string{"airline"}, MinPolicyVersion: &lo, MinReward: &one}, DateFrom: "2026-11-01"}
+	card, err := Card(&Manifest{Name: "x", SchemaVersion: schemas.SchemaVersion, Filters: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "- Selection: `{\"filter\":{\"domains\":[\"airline\"],\"min_policy_version\":10,\"min_reward\":1},\"date_from\":\"2026-11-01\"}`\n"
+	if !strings.Contains(string(card), want) {
+		t.Fatalf("card's selection line is not %q:\n%s", want, card)
+	}
+	b, err := json.Marshal(sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Selection
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if *back.Filter.MinPolicyVersion != 10 || *back.Filter.MinReward != 1 || back.Filter.Domains[0] != "airline" || back.DateFrom != "2026-11-01" {
+		t.Fatalf("round trip: %+v", back)
+	}
+	var old Selection
+	if err := json.Unmarshal([]byte(`{"filter":{"Domains":["retail"],"MinPolicyVersion":3,"IncludeInfraErrors":false},"date_to":"2026-11-30"}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	if *old.Filter.MinPolicyVersion != 3 || old.Filter.Domains[0] != "retail" || old.DateTo != "2026-11-30" {
+		t.Fatalf("a manifest with Go field names: %+v", old)
+	}
+}
+
+// TestCutErrorsHaveOnePrefix: the command prints Cut's errors after "tau2-archiver release: ", so
+// they must not start with "release: " again (issue 27 item 18 saw "tau2-archiver release:
+// release: dataset: …"). The exact messages, as the command shows them.
+func TestCutErrorsHaveOnePrefix(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing")
+	empty := t.TempDir()
+	full := t.TempDir()
+	if err := os.WriteFile(filepath.Join(full, "x"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no out", Config{Source: missing}, "tau2-archiver release: source and out are required"},
+		{"missing source", Config{Source: missing, Out: filepath.Join(t.TempDir(), "o")},
+			"tau2-archiver release: source: dataset: stat " + missing + ": no such file or directory"},
+		{"out not empty", Config{Source: empty, Out: full},
+			"tau2-archiver release: " + full + " is not empty; a release is written into a new directory"},
+		{"bad date", Config{Source: empty, Out: filepath.Join(t.TempDir(), "o"), DateFrom: "1/2/2026"},
+			`tau2-archiver release: date_from "1/2/2026": want YYYY-MM-DD`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Cut(context.Background(), tc.cfg, quiet)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if got := "tau2-archiver release: " + err.Error(); got != tc.want {
+				t.Fatalf("got  %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
