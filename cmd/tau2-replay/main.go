@@ -60,17 +60,21 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
 	if topic == "" {
 		topic = cfg.Kafka.Topics.Trajectories
 	}
+	// No broker would otherwise surface after "ready", as a dial error of the first publish.
+	if err := kafka.CheckBrokers(ctx, cfg.Kafka); err != nil {
+		return err
+	}
 	// A wrong SASL password would otherwise surface as "unexpected EOF" or a silent retry loop.
 	if err := kafka.CheckAuth(ctx, cfg.Kafka); err != nil {
 		return err
 	}
 	km, err := kafka.NewMetrics(rt.Registry)
 	if err != nil {
-		return fmt.Errorf("tau2-replay: %w", err)
+		return err
 	}
 	w, err := kafka.NewWriter(cfg.Kafka, topic, km)
 	if err != nil {
-		return fmt.Errorf("tau2-replay: %w", err)
+		return err
 	}
 	defer w.Close()
 	m, err := replay.NewMetrics(rt.Registry)
@@ -81,7 +85,7 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
 	pub := &batchPublisher{w: w}
 	st, err := replay.Run(ctx, cfg.Replay, pub, m, rt.Log)
 	if err != nil {
-		return fmt.Errorf("tau2-replay: after %d confirmed trajectories (%d unconfirmed): %w", st.Published, st.Unconfirmed, err)
+		return fmt.Errorf("after %d confirmed trajectories (%d unconfirmed): %w", st.Published, st.Unconfirmed, err)
 	}
 	return nil
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"reflect"
 	"testing"
 	"time"
@@ -85,4 +87,37 @@ func TestConfigFiles(t *testing.T) {
 	clitest.ConfigFiles(t, "testdata/config", func() any {
 		return &Config{Kafka: kafka.DefaultConfig(), Replay: replay.DefaultConfig()}
 	})
+}
+
+// TestNoBrokerSaysWhatToDo: without a broker tau2-replay logged "ready" and then failed with
+// "tau2-replay: tau2-replay: … dial tcp 127.0.0.1:9092: connect: connection refused" (issue 27
+// item 18). It now fails before ready, once prefixed (the cli adds "tau2-replay: "), naming the
+// address and what to do.
+func TestNoBrokerSaysWhatToDo(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cfg := Config{Kafka: kafka.DefaultConfig(), Replay: replay.DefaultConfig()}
+	cfg.Kafka.Brokers = []string{addr}
+	cfg.Replay.Dataset = t.TempDir()
+	ready := false
+	rt := &cli.Runtime{Registry: prometheus.NewRegistry(), Log: slog.New(slog.DiscardHandler), Ready: func() { ready = true }}
+	err = run(context.Background(), rt, &cfg)
+	if err == nil {
+		t.Fatal("ran without a broker")
+	}
+	if ready {
+		t.Error("reported ready before finding the broker")
+	}
+	want := "kafka: no broker answers at kafka.brokers [" + addr + "] (failed to dial: failed to open connection to " + addr +
+		": dial tcp " + addr + ": connect: connection refused): start one (for development: tau2-broker) or set kafka.brokers to your cluster's bootstrap servers"
+	if err.Error() != want {
+		t.Fatalf("error\n got %q\nwant %q", err, want)
+	}
+	if !errors.Is(err, kafka.ErrNoBroker) {
+		t.Fatal("not ErrNoBroker")
+	}
 }

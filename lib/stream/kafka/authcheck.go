@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	kafkago "github.com/segmentio/kafka-go"
@@ -82,4 +83,37 @@ func (s trackedState) Next(ctx context.Context, challenge []byte) (bool, []byte,
 		s.m.done.Store(true)
 	}
 	return done, resp, err
+}
+
+// ErrNoBroker says that no broker of kafka.brokers could be reached.
+var ErrNoBroker = errors.New("kafka: no broker answers")
+
+// CheckBrokers connects once to the brokers of cfg (TLS and SASL included) and returns nil as
+// soon as one answers. When none does it returns ErrNoBroker naming every address with its
+// dial error and what to do: start a broker (tau2-broker, for development) or point
+// kafka.brokers at the cluster. Batch commands (tau2-replay) call it before they report ready,
+// so a missing broker is one clear line at start rather than a dial error from the first
+// publish. A refused SASL login is CheckAuth's to report; here it counts as an answer.
+func CheckBrokers(ctx context.Context, cfg Config) error {
+	conn, err := newConnection(&cfg)
+	if err != nil {
+		return err
+	}
+	var errs []string
+	for _, broker := range cfg.Brokers {
+		c, err := conn.dialer.DialContext(ctx, "tcp", broker)
+		if err == nil {
+			_ = c.Close()
+			return nil
+		}
+		if errors.Is(err, kafkago.SASLAuthenticationFailed) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		errs = append(errs, err.Error())
+	}
+	return fmt.Errorf("%w at kafka.brokers %v (%s): start one (for development: tau2-broker) or set kafka.brokers to your cluster's bootstrap servers",
+		ErrNoBroker, cfg.Brokers, strings.Join(errs, "; "))
 }
