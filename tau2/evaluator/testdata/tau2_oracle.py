@@ -5,9 +5,9 @@ Needs a tau2-bench checkout (a2c0247, `src/` on PYTHONPATH) and pydantic
 2.12+; its other dependencies (loguru, litellm, pandas, addict, toml, …)
 may be stubbed (see tau2_stubs.py next to this file).
 
-    go test ./lib/tau2/evaluator -run TestOracle -oracle-inputs=/tmp/oracle
-    TAU2_DATA_DIR=../shared/tau2-data PYTHONPATH=lib/tau2/evaluator/testdata:/path/to/tau2-bench/src \
-        python3 lib/tau2/evaluator/testdata/tau2_oracle.py /tmp/oracle/*.json
+    go test ./tau2/evaluator -run TestOracle -oracle-inputs=/tmp/oracle
+    TAU2_DATA_DIR=../shared/tau2-data PYTHONPATH=tau2/evaluator/testdata:/path/to/tau2-bench/src \
+        python3 tau2/evaluator/testdata/tau2_oracle.py /tmp/oracle/*.json
 
 For every input NAME.json it writes testdata/oracle/NAME.golden.json:
 {simulation id: {"reward", "reward_breakdown", "db_match", "sha256"} or
