@@ -78,7 +78,7 @@ func ExclusiveWinner(owners []Owner) (Owner, bool) {
 // even for the moment between a second owner joining and noticing it lost.
 type exclusiveBalancer struct{ self Owner }
 
-func (b exclusiveBalancer) ProtocolName() string       { return exclusiveProtocol }
+func (b exclusiveBalancer) ProtocolName() string      { return exclusiveProtocol }
 func (b exclusiveBalancer) UserData() ([]byte, error) { return encodeOwner(b.self), nil }
 
 func (b exclusiveBalancer) AssignGroups(members []kafkago.GroupMember, partitions []kafkago.Partition) kafkago.GroupMemberAssignments {
