@@ -35,8 +35,16 @@ type InfraError struct {
 // Error is the failure with credentials redacted (lib/redact): it is stored in the trajectory's
 // error column and in results files' info.error, and a failing server's message may quote the
 // key it was sent.
+//
+// The stage names the package that failed ("evaluator"), and that package's own errors already
+// start with its name, so the stage is written once: "episode: evaluator: NL judge: …", not
+// "episode: evaluator: evaluator: NL judge: …".
 func (e *InfraError) Error() string {
-	return redact.String("episode: " + e.Stage + ": " + e.Err.Error())
+	msg := e.Err.Error()
+	if !strings.HasPrefix(msg, e.Stage+": ") {
+		msg = e.Stage + ": " + msg
+	}
+	return redact.String("episode: " + msg)
 }
 func (e *InfraError) Unwrap() error { return e.Err }
 
