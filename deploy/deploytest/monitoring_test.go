@@ -313,7 +313,10 @@ func TestGrafanaDashboard(t *testing.T) {
 		}
 	}
 	sort.Strings(titles)
-	for _, want := range []string{"Reward per domain vs policy version", "Episodes/s", "Tokens/s", "lag", "Tree token ratio", "MFU"} {
+	for _, want := range []string{"Reward per domain vs policy version", "Episodes/s", "Tokens/s", "lag", "Tree token ratio", "MFU",
+		// The GPU roles (issue 33): the samplers and the capture proxy.
+		"Sampler tokens/s", "Sampler KV cache use", "prefix cache hit rate", "Sampler queue", "Weight version per sampler",
+		"Proxy sessions", "Proxy overhead"} {
 		found := false
 		for _, title := range titles {
 			if strings.Contains(strings.ToLower(title), strings.ToLower(want)) {
