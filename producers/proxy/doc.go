@@ -39,6 +39,17 @@
 // still works and the trajectory records the prompt the model was actually
 // given, never tokens it did not see.
 //
+// # The Responses API
+//
+// POST /v1/responses (responses.go), the default of current OpenAI agent
+// frameworks, converts each request into the chat request of the same
+// conversation — instructions as the system message; a response's
+// reasoning, message and function_call items as one assistant message;
+// function_call_output items as tool messages; flat function tools as chat
+// tools — and serves it as a chat call, so both APIs share sessions,
+// histories and trajectories token for token. A session keeps its recent
+// responses for previous_response_id.
+//
 // # What is not OpenAI's
 //
 // Sampling is not constrained: tool_choice is checked but not enforced,

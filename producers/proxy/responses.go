@@ -554,11 +554,11 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 	}
 	var sess *session
 	var prev []chattemplate.Message
+	if len(rc.items) == 0 {
+		return badRequest("input", "input must not be empty: a string, or a list of items (after previous_response_id, the new ones)")
+	}
 	if prevID == "" {
 		// Validated before the session is opened, as chat requests are.
-		if len(rc.items) == 0 {
-			return badRequest("input", "input must not be empty (a string, or a list of items) without previous_response_id")
-		}
 		if _, err := checkCall(&call{req: rc.chatRequest(nil)}, s.cfg, &s.intern); err != nil {
 			return responsesParam(err)
 		}
@@ -574,7 +574,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 	}
 	prompt, err := s.prepare(sess, c)
 	if err != nil {
-		return err
+		return responsesParam(err)
 	}
 	released := false
 	release := func() {
@@ -625,7 +625,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 	release()
 	s.m.Generation.Observe(genTime.Seconds())
 	s.m.Overhead.Observe((time.Since(start) - genTime).Seconds())
-	resp := s.responseObject(rc, id, c, ch, len(ids))
+	resp := s.responseObject(rc, id, ch, len(ids))
 	if rc.req.Stream {
 		return writeResponseStream(w, resp)
 	}
@@ -692,7 +692,7 @@ func (r *responseObj) body(output []map[string]any, phase string) map[string]any
 // with the thinking (as reasoning_text, as vLLM's Responses API gives an
 // open model's thinking), a message item with the text, a function_call
 // item per tool call (call_id is the id the conversation records).
-func (s *Server) responseObject(rc *responsesCall, id string, c *call, ch *choice, promptTokens int) *responseObj {
+func (s *Server) responseObject(rc *responsesCall, id string, ch *choice, promptTokens int) *responseObj {
 	req := &rc.req
 	status := "completed"
 	var incomplete any

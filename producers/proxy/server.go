@@ -104,9 +104,9 @@ func New(cfg Config, d Deps) (*Server, error) {
 	return s, nil
 }
 
-// Handler is the HTTP API: OpenAI's /v1/chat/completions and /v1/models,
-// and the session API under /v1/sessions/. Every answer, errors included,
-// is JSON in OpenAI's shape.
+// Handler is the HTTP API: OpenAI's /v1/chat/completions, /v1/responses and
+// /v1/models, and the session API under /v1/sessions/. Every answer, errors
+// included, is JSON in OpenAI's shape (streams: server-sent events).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/chat/completions", s.route("chat", http.MethodPost, s.chat))
