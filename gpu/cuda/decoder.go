@@ -13,6 +13,7 @@ import (
 	"math"
 	"reflect"
 	"runtime"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -64,11 +65,31 @@ type Decoder struct {
 	graphs   map[graphKey]dptr
 	noGraphs bool      // launch directly (benchmarks compare)
 	prof     *profiler // per-operation device times of eager steps (benchmarks)
+	// seen counts the eager launches of each step shape not yet captured: a shape is captured
+	// into a graph only once it has come back captureAfter times. Under a serving load (ragged
+	// contexts growing every step, prefill chunks of every size) most shapes never repeat, and
+	// capturing and instantiating a ~400-node graph for a step that runs once costs far more
+	// than launching it (issue 28); steady shapes (a fixed decode batch) still get their graph.
+	seen         map[graphKey]int
+	captureAfter int
+	st           decoderStats
+	// noMMA plans every paged partial on the CUDA-core kernel (no tensor-core prefill, no cascade):
+	// the behaviour before issue 28, for A/B benchmarks and cross-checks.
+	noMMA bool
 }
 
+// decoderStats count where a Decoder's steps went (benchmarks and profiles).
+type decoderStats struct {
+	Steps, Captures, Replays, Eager int
+	CaptureSec, StepSec, PlanSec    float64
+}
+
+// defaultCaptureAfter: capture a step shape's graph on its second eager run.
+const defaultCaptureAfter = 1
+
 type graphKey struct {
-	n, items, rows, maxRows int
-	pure                    bool
+	n, items, mitems, mrows, rows, maxRows int
+	pure                                   bool
 }
 
 // maxGraphs bounds the graph cache; when full it is emptied (shapes repeat in steady decoding).
@@ -271,7 +292,8 @@ func NewDecoder(w *gpu.Weights, kv gpu.KVCacheSpec) (*Decoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Decoder{cfg: w.Config, kv: kv, sms: info.SMs, graphs: map[graphKey]dptr{}}
+	d := &Decoder{cfg: w.Config, kv: kv, sms: info.SMs, graphs: map[graphKey]dptr{},
+		seen: map[graphKey]int{}, captureAfter: defaultCaptureAfter}
 	d.pl = newParamLayout(d.cfg, gpu.ParamSpecs(d.cfg))
 	// t2_init selects the device on this thread; the allocations and uploads below must follow on
 	// the same thread (Backend.enter says why).
@@ -463,23 +485,40 @@ func (d *Decoder) Close() error {
 type stepPlan struct {
 	n                        int
 	pure                     bool // decode tokens with context only: no FA2, items cover [0, Start]
-	maxRows                  int  // the most query rows (tokens × GQA group) of an item
+	maxRows                  int  // the most query rows (tokens × GQA group) of a CUDA-core item
 	tokens, positions, slots []int32
 	send, tokInfo            []int32
 	items, tables            []int32
-	rowIdx, topk             []int32
-	fparams                  []float32
-	unif                     []float64
+	// mitems and mrows are the tensor-core paged kernel's items and their gathered rows
+	// (t2_paged_attention_mma); nslots counts the partial slots of both kernels.
+	mitems, mrows []int32
+	nslots        int
+	rowIdx, topk  []int32
+	fparams       []float32
+	unif          []float64
 }
 
+// itemInts is what the step uploads into ws.items: the CUDA-core items, then the tensor-core
+// items, then their rows.
+func (p *stepPlan) itemInts() []int32 { return slices.Concat(p.items, p.mitems, p.mrows) }
+
 // plan lays the step out: sequences packed in order; FA2's subtree ends make each chunk causal
-// within itself; sequences with cached context get paged-attention items over [0, Start) in tiles
-// of T2_PAGED_ROWS/g tokens, each key range split so the step has about four items per SM.
+// within itself. Sequences with cached context get partials over it, merged by log-sum-exp:
+//   - a prefill chunk (more than one tile of T2_PAGED_ROWS/g tokens) runs on the tensor cores,
+//     64 query rows (tokens × GQA group) per item;
+//   - decode tokens of sequences that share cached prefix blocks (the prefix cache hands every
+//     conversation of a τ² step the same system-prompt blocks) read each shared range once per
+//     group, up to 64 rows (members × GQA group) per tensor-core item: cascade attention;
+//   - what is left (a decode token's own blocks, a short chunk) runs on the CUDA-core kernel in
+//     tiles of T2_PAGED_ROWS/g tokens.
+//
+// Every key range is split so the step has about four items per SM.
 func (d *Decoder) plan(seqs []gpu.ServeSeq) stepPlan {
 	c, bs := d.cfg, d.kv.BlockSize
 	g := c.NumAttentionHeads / c.NumKeyValueHeads
 	nkv := c.NumKeyValueHeads
 	tileTok := C.T2_PAGED_ROWS / g
+	mma := C.T2_PAGED_ROWS%g == 0 && !d.noMMA
 	var p stepPlan
 	for _, s := range seqs {
 		p.n += len(s.Tokens)
@@ -492,17 +531,67 @@ func (d *Decoder) plan(seqs []gpu.ServeSeq) stepPlan {
 	for i := range p.tokInfo {
 		p.tokInfo[i] = -1
 	}
-	var work int64
-	for _, s := range seqs {
-		if s.Start > 0 {
-			work += int64((len(s.Tokens)+tileTok-1)/tileTok) * int64(nkv) * int64(s.Start)
+	keysOf := func(s gpu.ServeSeq) int { // the paged kernels' keys; the step's own come from FA2 …
+		if p.pure {
+			return s.Start + 1 // … or, without FA2, the token's own key, written to the cache first
+		}
+		return s.Start
+	}
+	// Cascade: the decode tokens' shared prefixes.
+	var dec []int // indices into seqs of decode tokens with context
+	for i, s := range seqs {
+		if mma && len(s.Tokens) == 1 && s.Start > 0 {
+			dec = append(dec, i)
 		}
 	}
+	ranges := make([][]keyRange, len(seqs))
+	var groups [][]int
+	if len(dec) >= cascadeMinGroup {
+		blocks := make([][]int32, len(seqs))
+		keys := make([]int, len(seqs))
+		for _, i := range dec {
+			blocks[i], keys[i] = seqs[i].Blocks, keysOf(seqs[i])
+		}
+		cascadeRanges(blocks, keys, bs, dec, 0, ranges, &groups)
+	}
+	// Work (keys × query tiles × heads) sets the split, shared ranges counted once per group.
+	var work int64
+	for i, s := range seqs {
+		if s.Start == 0 {
+			continue
+		}
+		own := keysOf(s)
+		for _, r := range ranges[i] {
+			own -= r.hi - r.lo
+		}
+		work += int64((len(s.Tokens)+tileTok-1)/tileTok) * int64(nkv) * int64(own)
+	}
+	sharedWork := map[int]int{}
+	for i := range seqs {
+		for _, r := range ranges[i] {
+			sharedWork[r.group] = r.hi - r.lo
+		}
+	}
+	for gi, k := range sharedWork {
+		work += int64(nkv) * int64(k) * int64((len(groups[gi])*g+63)/64)
+	}
 	split := 64 * max(2, int((work/int64(4*max(1, d.sms))+63)/64))
-	for _, s := range seqs {
+	nsplit := func(lo, hi int) int { return (hi - lo + split - 1) / split }
+	// slotOf[i]: decode sequence i's first partial slot and its segments' first split index per
+	// range (shared ranges in order, then its own range).
+	type decSlots struct {
+		first, splits int
+		segStart      []int
+	}
+	dslots := make([]decSlots, len(seqs))
+	tblOf := make([]int, len(seqs))
+	rowOf := make([]int, len(seqs))
+	for i, s := range seqs {
 		r0 := len(p.tokens)
+		rowOf[i] = r0
 		end := s.Start + len(s.Tokens)
 		tbl := len(p.tables)
+		tblOf[i] = tbl
 		p.tables = append(p.tables, s.Blocks[:(end+bs-1)/bs]...)
 		for t, tok := range s.Tokens {
 			pos := s.Start + t
@@ -512,25 +601,78 @@ func (d *Decoder) plan(seqs []gpu.ServeSeq) stepPlan {
 			p.send = append(p.send, int32(r0+len(s.Tokens)-1))
 		}
 		if s.Start > 0 {
-			keys := s.Start // the paged kernel's keys; the step's own come from FA2
-			if p.pure {
-				keys++ // … or, without FA2, the token's own key, written to the cache first
-			}
-			nsplit := (keys + split - 1) / split
-			for t0 := 0; t0 < len(s.Tokens); t0 += tileTok {
-				nt := min(tileTok, len(s.Tokens)-t0)
-				p.maxRows = max(p.maxRows, nt*g)
-				first := len(p.items) / 8
-				for h := range nkv {
-					for k := range nsplit {
-						lo := k * split
-						p.items = append(p.items, int32(r0+t0), int32(nt), int32(h), int32(lo),
-							int32(min(keys, lo+split)), int32(tbl), int32(len(p.items)/8), 0)
+			keys := keysOf(s)
+			switch {
+			case len(ranges[i]) > 0: // a decode token with shared ranges, then its own
+				ds := decSlots{first: p.nslots}
+				covered := 0
+				for _, r := range ranges[i] {
+					ds.segStart = append(ds.segStart, ds.splits)
+					ds.splits += nsplit(r.lo, r.hi)
+					covered = r.hi
+				}
+				ownSplits := nsplit(covered, keys)
+				ds.segStart = append(ds.segStart, ds.splits)
+				ds.splits += ownSplits
+				p.nslots += nkv * ds.splits
+				dslots[i] = ds
+				p.tokInfo[3*r0], p.tokInfo[3*r0+1], p.tokInfo[3*r0+2] = int32(ds.first), int32(ds.splits), 0
+				if ownSplits > 0 {
+					p.maxRows = max(p.maxRows, g)
+					for h := range nkv {
+						for k := range ownSplits {
+							lo := covered + k*split
+							p.items = append(p.items, int32(r0), 1, int32(h), int32(lo), int32(min(keys, lo+split)),
+								int32(tbl), int32(ds.first+h*ds.splits+ds.segStart[len(ds.segStart)-1]+k), 0)
+						}
 					}
 				}
-				for t := range nt {
-					r := r0 + t0 + t
-					p.tokInfo[3*r], p.tokInfo[3*r+1], p.tokInfo[3*r+2] = int32(first), int32(nsplit), int32(t*g)
+			case mma && len(s.Tokens) > tileTok: // a prefill chunk: 64-row tensor-core items
+				ns := nsplit(0, keys)
+				ntiles := (len(s.Tokens) + tileTok - 1) / tileTok
+				first := p.nslots
+				p.nslots += ntiles * nkv * ns
+				for t := range s.Tokens {
+					ti := t / tileTok
+					r := r0 + t
+					p.tokInfo[3*r], p.tokInfo[3*r+1], p.tokInfo[3*r+2] = int32(first+ti*nkv*ns), int32(ns), int32((t%tileTok)*g)
+				}
+				tokPerItem := 64 / g
+				for t0 := 0; t0 < len(s.Tokens); t0 += tokPerItem {
+					nt := min(tokPerItem, len(s.Tokens)-t0)
+					for h := range nkv {
+						for k := range ns {
+							lo := k * split
+							p.mitems = append(p.mitems, int32(nt*g), int32(h), int32(lo), int32(min(keys, lo+split)), int32(tbl),
+								int32(len(p.mrows)), 0, 0)
+							for t := t0; t < t0+nt; t++ {
+								slot := first + (t/tileTok)*nkv*ns + h*ns + k
+								for j := range g {
+									p.mrows = append(p.mrows, int32(r0+t), int32(h*g+j),
+										int32(slot*C.T2_PAGED_ROWS+(t%tileTok)*g+j))
+								}
+							}
+						}
+					}
+				}
+			default: // CUDA-core tiles of tileTok tokens
+				ns := nsplit(0, keys)
+				for t0 := 0; t0 < len(s.Tokens); t0 += tileTok {
+					nt := min(tileTok, len(s.Tokens)-t0)
+					p.maxRows = max(p.maxRows, nt*g)
+					first := p.nslots
+					for h := range nkv {
+						for k := range ns {
+							lo := k * split
+							p.items = append(p.items, int32(r0+t0), int32(nt), int32(h), int32(lo),
+								int32(min(keys, lo+split)), int32(tbl), int32(p.nslots), 0)
+							p.nslots++
+						}
+					}
+					for t := range nt {
+						r := r0 + t0 + t
+						p.tokInfo[3*r], p.tokInfo[3*r+1], p.tokInfo[3*r+2] = int32(first), int32(ns), int32(t*g)
+					}
 				}
 			}
 		}
@@ -539,6 +681,43 @@ func (d *Decoder) plan(seqs []gpu.ServeSeq) stepPlan {
 			p.fparams = append(p.fparams, s.Params.Temperature, s.Params.TopP, s.Params.MinP)
 			p.topk = append(p.topk, s.Params.TopK)
 			p.unif = append(p.unif, s.Uniform)
+		}
+	}
+	// The shared ranges' items: members in chunks of 64/g, each range split like the rest.
+	for gi, members := range groups {
+		var kr keyRange
+		seg := -1
+		for si, r := range ranges[members[0]] {
+			if r.group == gi {
+				kr, seg = r, si
+			}
+		}
+		tbl := tblOf[members[0]] // the shared blocks are the same in every member's table
+		per := 64 / g
+		for m0 := 0; m0 < len(members); m0 += per {
+			chunk := members[m0:min(len(members), m0+per)]
+			for h := range nkv {
+				for k := range nsplit(kr.lo, kr.hi) {
+					lo := kr.lo + k*split
+					p.mitems = append(p.mitems, int32(len(chunk)*g), int32(h), int32(lo), int32(min(kr.hi, lo+split)), int32(tbl),
+						int32(len(p.mrows)), 0, 0)
+					for _, i := range chunk {
+						ds := dslots[i]
+						// the member's segment index of this range (ranges are in the same order for
+						// all members up to this one)
+						mseg := seg
+						for si, r := range ranges[i] {
+							if r.group == gi {
+								mseg = si
+							}
+						}
+						slot := ds.first + h*ds.splits + ds.segStart[mseg] + k
+						for j := range g {
+							p.mrows = append(p.mrows, int32(rowOf[i]), int32(h*g+j), int32(slot*C.T2_PAGED_ROWS+j))
+						}
+					}
+				}
+			}
 		}
 	}
 	return p
@@ -564,9 +743,13 @@ func (d *Decoder) Step(seqs []gpu.ServeSeq) ([]gpu.Sampled, error) {
 	if len(seqs) == 0 {
 		return nil, nil
 	}
+	t0 := nowSec()
+	defer func() { d.st.Steps++; d.st.StepSec += nowSec() - t0 }()
 	p := d.plan(seqs)
-	nitems, rows := len(p.items)/8, len(p.rowIdx)
-	if err := d.ensure(p.n, nitems, len(p.tables), rows); err != nil {
+	d.st.PlanSec += nowSec() - t0
+	nitems, nm, rows := len(p.items)/8, len(p.mitems)/8, len(p.rowIdx)
+	ints := p.itemInts()
+	if err := d.ensure(p.n, max(p.nslots, (len(ints)+7)/8), len(p.tables), rows); err != nil {
 		return nil, err
 	}
 	w := &d.ws
@@ -574,7 +757,7 @@ func (d *Decoder) Step(seqs []gpu.ServeSeq) ([]gpu.Sampled, error) {
 		dst dptr
 		src []int32
 	}{{w.tokens, p.tokens}, {w.positions, p.positions}, {w.slots, p.slots}, {w.send, p.send},
-		{w.tokInfo, p.tokInfo}, {w.items, p.items}, {w.tables, p.tables}, {w.rowIdx, p.rowIdx}, {w.topk, p.topk}} {
+		{w.tokInfo, p.tokInfo}, {w.items, ints}, {w.tables, p.tables}, {w.rowIdx, p.rowIdx}, {w.topk, p.topk}} {
 		if err := h2d(u.dst, u.src); err != nil {
 			return nil, fmt.Errorf("cuda: decoder: upload step: %w", err)
 		}
@@ -590,12 +773,23 @@ func (d *Decoder) Step(seqs []gpu.ServeSeq) ([]gpu.Sampled, error) {
 	}
 	defer C.t2_use_stream(nil, nil) // back to the legacy stream for anything else in the process
 	launch := func(s *seq) {
-		d.forward(s, p.n, nitems, p.maxRows, p.pure)
+		d.forward(s, p.n, nitems, nm, len(p.items), len(p.items)+len(p.mitems), p.maxRows, p.pure)
 		if rows > 0 {
 			d.sample(s, rows)
 		}
 	}
-	if d.noGraphs || d.prof != nil {
+	key := graphKey{p.n, nitems, nm, len(p.mrows), rows, p.maxRows, p.pure}
+	_, captured := d.graphs[key]
+	eager := d.noGraphs || d.prof != nil
+	if !eager && !captured && d.seen[key] < d.captureAfter {
+		if len(d.seen) >= 4096 {
+			clear(d.seen)
+		}
+		d.seen[key]++
+		eager = true
+	}
+	if eager {
+		d.st.Eager++
 		s := &seq{prof: d.prof}
 		launch(s)
 		if s.err != nil {
@@ -609,7 +803,7 @@ func (d *Decoder) Step(seqs []gpu.ServeSeq) ([]gpu.Sampled, error) {
 				return nil, err
 			}
 		}
-	} else if err := d.replay(graphKey{p.n, nitems, rows, p.maxRows, p.pure}, launch); err != nil {
+	} else if err := d.replay(key, launch); err != nil {
 		return nil, err
 	}
 	if rows == 0 {
@@ -647,7 +841,11 @@ func (d *Decoder) setProfiling(on bool) error {
 // replay launches the graph of the step's shape, capturing it from launch first if it is new.
 func (d *Decoder) replay(key graphKey, launch func(*seq)) error {
 	exec, ok := d.graphs[key]
+	d.st.Replays++
 	if !ok {
+		t0 := nowSec()
+		defer func() { d.st.Captures++; d.st.CaptureSec += nowSec() - t0 }()
+		delete(d.seen, key)
 		if len(d.graphs) >= maxGraphs {
 			if err := d.dropGraphs(); err != nil {
 				return fmt.Errorf("cuda: decoder: drop graphs: %w", err)
@@ -677,7 +875,10 @@ func (d *Decoder) replay(key graphKey, launch func(*seq)) error {
 // output (before the final norm) in ws.x0. The residual add that closes layer l is fused into layer
 // l+1's input RMSNorm (t2_rmsnorm_fwd with a delta: the same bf16 sum, one kernel fewer a layer).
 // pure: decode tokens with context only, attention entirely from the paged kernel (no FA2).
-func (d *Decoder) forward(s *seq, n, nitems, maxRows int, pure bool) {
+//
+// nitems CUDA-core items start ws.items; nm tensor-core items start at int offset moff, their rows
+// at roff (stepPlan.itemInts).
+func (d *Decoder) forward(s *seq, n, nitems, nm, moff, roff, maxRows int, pure bool) {
 	c, w := d.cfg, &d.ws
 	H, I, nh, nkv, hd := c.HiddenSize, c.IntermediateSize, c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
 	QD, KVD := c.QDim(), c.KVDim()
@@ -730,6 +931,14 @@ func (d *Decoder) forward(s *seq, n, nitems, maxRows int, pure bool) {
 				return C.t2_paged_attention(f32p(w.partO), f32p(w.partLse), w.qr, ci(QD), kc, vc, i32p(w.tables),
 					i32p(w.items), ci(nitems), ci(d.kv.BlockSize), ci(nh), ci(nkv), ci(hd), ci(maxRows))
 			})
+		}
+		if nm > 0 {
+			s.do(at("paged attention (tensor cores)"), func() C.t2_status {
+				return C.t2_paged_attention_mma(f32p(w.partO), f32p(w.partLse), w.qr, ci(QD), kc, vc, i32p(w.tables),
+					i32p(off(w.items, moff, 4)), i32p(off(w.items, roff, 4)), ci(nm), ci(d.kv.BlockSize), ci(nkv), ci(hd))
+			})
+		}
+		if nitems+nm > 0 {
 			s.do(at("attention merge"), func() C.t2_status {
 				return C.t2_paged_merge(w.att, f32p(w.lse), f32p(w.partO), f32p(w.partLse), i32p(w.tokInfo),
 					ci(n), ci(nh), ci(nkv), ci(hd), hasBase)

@@ -29,6 +29,7 @@ type servAttnProblem struct {
 	seqs           []gpu.ServeSeq
 	cacheK, cacheV []uint16
 	q, k, v        []uint16
+	noMMA          bool // plan with the CUDA-core kernel only
 }
 
 // runServeAttention writes the new keys and values into a copy of the cache (t2_kv_write), runs
@@ -38,8 +39,10 @@ type servAttnProblem struct {
 func runServeAttention(pr *servAttnProblem) (att, cacheK, cacheV []uint16, err error) {
 	c := pr.cfg
 	d := &Decoder{cfg: c, kv: pr.kv, sms: 132}
+	d.noMMA = pr.noMMA
 	p := d.plan(pr.seqs)
-	n, nitems := p.n, len(p.items)/8
+	n, nitems, nm := p.n, len(p.items)/8, len(p.mitems)/8
+	ints := p.itemInts()
 	QD, KVD := c.QDim(), c.KVDim()
 	if len(pr.q) != n*QD || len(pr.k) != n*KVD || len(pr.v) != n*KVD || len(pr.cacheK) != pr.kv.Tokens()*KVD {
 		return nil, nil, nil, fmt.Errorf("cuda: serve attention problem: tensor sizes")
@@ -49,8 +52,8 @@ func runServeAttention(pr *servAttnProblem) (att, cacheK, cacheV []uint16, err e
 	bufK, bufV := g.get(2*len(pr.cacheK)), g.get(2*len(pr.cacheV))
 	dq, dk, dv, datt := g.get(2*n*QD), g.get(2*n*KVD), g.get(2*n*KVD), g.get(2*n*QD)
 	lse, send, bmax, slots, info := g.get(4*n*c.NumAttentionHeads), g.get(4*n), g.get(blockmaxBytes(n)), g.get(4*n), g.get(12*n)
-	items, tables := g.get(32*nitems), g.get(4*len(p.tables))
-	partO, partLse := g.get(4*nitems*C.T2_PAGED_ROWS*c.HeadDim), g.get(4*nitems*C.T2_PAGED_ROWS)
+	items, tables := g.get(4*len(ints)), g.get(4*len(p.tables))
+	partO, partLse := g.get(4*p.nslots*C.T2_PAGED_ROWS*c.HeadDim), g.get(4*p.nslots*C.T2_PAGED_ROWS)
 	if g.err != nil {
 		return nil, nil, nil, g.err
 	}
@@ -65,7 +68,7 @@ func runServeAttention(pr *servAttnProblem) (att, cacheK, cacheV []uint16, err e
 	for _, u := range []struct {
 		dst dptr
 		src []int32
-	}{{send, p.send}, {slots, p.slots}, {info, p.tokInfo}, {items, p.items}, {tables, p.tables}} {
+	}{{send, p.send}, {slots, p.slots}, {info, p.tokInfo}, {items, ints}, {tables, p.tables}} {
 		if err := h2d(u.dst, u.src); err != nil {
 			return nil, nil, nil, err
 		}
@@ -91,6 +94,15 @@ func runServeAttention(pr *servAttnProblem) (att, cacheK, cacheV []uint16, err e
 			return C.t2_paged_attention(f32p(partO), f32p(partLse), dq, ci(QD), bufK, bufV, i32p(tables), i32p(items),
 				ci(nitems), ci(pr.kv.BlockSize), ci(nh), ci(nkv), ci(hd), ci(p.maxRows))
 		})
+	}
+	if nm > 0 {
+		s.do("paged mma", func() C.t2_status {
+			return C.t2_paged_attention_mma(f32p(partO), f32p(partLse), dq, ci(QD), bufK, bufV, i32p(tables),
+				i32p(off(items, len(p.items), 4)), i32p(off(items, len(p.items)+len(p.mitems), 4)), ci(nm),
+				ci(pr.kv.BlockSize), ci(nkv), ci(hd))
+		})
+	}
+	if nitems+nm > 0 {
 		s.do("merge", func() C.t2_status {
 			return C.t2_paged_merge(datt, f32p(lse), f32p(partO), f32p(partLse), i32p(info), ci(n), ci(nh), ci(nkv), ci(hd), hasBase)
 		})
@@ -201,4 +213,41 @@ func median(x []float64) float64 {
 	s := slices.Clone(x)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// matmulPeak measures the dense bf16 matmul rate (FLOP/s) of the decoder's GEMM path on an
+// 8192³ product (cuBLAS through t2_linear_fwd), the median of 5 after a warm-up: the compute
+// floor of a serving benchmark's prefill work.
+func (d *Decoder) matmulPeak() (float64, error) {
+	if err := d.enter(); err != nil {
+		return 0, err
+	}
+	defer d.leave()
+	const n = 8192
+	var g group
+	defer g.free()
+	x, w, y := g.get(2*n*n), g.get(2*n*n), g.get(2*n*n)
+	if g.err != nil {
+		return 0, g.err
+	}
+	if err := statusErr(C.t2_fill_random_bf16(x, n*n, 1, 1)); err != nil {
+		return 0, err
+	}
+	if err := statusErr(C.t2_fill_random_bf16(w, n*n, 2, 0.01)); err != nil {
+		return 0, err
+	}
+	var ts []float64
+	for i := range 6 {
+		t0 := nowSec()
+		if err := statusErr(C.t2_linear_fwd(d.ctx, y, x, w, n, n, n)); err != nil {
+			return 0, err
+		}
+		if err := syncDevice(); err != nil {
+			return 0, err
+		}
+		if i > 0 {
+			ts = append(ts, nowSec()-t0)
+		}
+	}
+	return 2 * float64(n) * n * n / median(ts), nil
 }

@@ -627,6 +627,170 @@ __global__ void __launch_bounds__(NW * 32, 1) fa2_bwd_dkdv_kernel(bf16 *dk, int 
     }
 }
 
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Paged attention on the tensor cores (serving, issue 28): one block = up to 64 query rows of one KV
+ * head, gathered from anywhere in the step (a prefill chunk's tokens × the GQA group after a cached
+ * prefix, or the decode tokens of up to 64/g sequences that share a cached prefix: cascade
+ * attention), against a key range read through one block table. Every key of the range is visible
+ * to every row (cached context only; the step's own tokens are FA2's), so the only mask is the
+ * range's end. Rows: mrows[3r .. 3r+2] = (token, query head, destination) with destination =
+ * partial slot · T2_PAGED_ROWS + row in slot, where the normalised fp32 partial output and its
+ * base-2 lse go (paged_merge_kernel merges them). The arithmetic is fa2_fwd_kernel's: bf16 Q·Kᵀ on
+ * mma.sync scaled by log2(e)/sqrt(d) in fp32, P rounded to bf16 for P·V, row sums of fp32 P. */
+
+template <int D> struct PagedSmem {
+    static constexpr int BR = 64;
+    static constexpr size_t q = 0;
+    static constexpr size_t k = q + (size_t)BR * Ld<D>::v * 2;
+    static constexpr size_t v = k + 2ull * BN * Ld<D>::v * 2;
+    static constexpr size_t bytes = v + 2ull * BN * Ld<D>::v * 2;
+};
+
+template <int D>
+__global__ void __launch_bounds__(128, 2) paged_mma_kernel(float *part_o, float *part_lse, const bf16 *q, int qs,
+                                                           const bf16 *kc, const bf16 *vc, const int32_t *tables,
+                                                           const int32_t *mitems, const int32_t *mrows,
+                                                           int block_size, int kvdim, float sl2) {
+    typedef PagedSmem<D> L;
+    constexpr int NT = 128, LD = Ld<D>::v, VPR = D / 8;
+    extern __shared__ __align__(128) unsigned char smem[];
+    bf16 *sQ = (bf16 *)(smem + L::q), *sK = (bf16 *)(smem + L::k), *sV = (bf16 *)(smem + L::v);
+    const int32_t *it = mitems + (size_t)blockIdx.x * 8;
+    const int nrows = it[0], kvh = it[1], klo = it[2], khi = it[3], tbl = it[4];
+    const int32_t *rows = mrows + it[5];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int wr = warp * 16;
+
+    for (int idx = threadIdx.x; idx < L::BR * VPR; idx += NT) {
+        const int r = idx / VPR, c = idx - r * VPR;
+        const bool ok = r < nrows;
+        const bf16 *src = ok ? q + (size_t)rows[3 * r] * qs + rows[3 * r + 1] * D + c * 8 : q;
+        cp_async16(sQ + r * LD + c * 8, src, ok);
+    }
+    auto load_kv = [&](int k0, int st) {
+        for (int idx = threadIdx.x; idx < BN * VPR; idx += NT) {
+            const int j = idx / VPR, c = idx - j * VPR, p = k0 + j;
+            const bool ok = p < khi;
+            size_t o = 0;
+            if (ok) o = ((size_t)tables[tbl + p / block_size] * block_size + p % block_size) * kvdim + kvh * D + c * 8;
+            cp_async16(sK + (st * BN + j) * LD + c * 8, kc + o, ok);
+            cp_async16(sV + (st * BN + j) * LD + c * 8, vc + o, ok);
+        }
+    };
+    if (klo < khi) load_kv(klo, 0);
+    cp_commit();
+
+    float o[D / 8][4];
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+#pragma unroll
+    for (int t = 0; t < D / 8; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.f;
+    const bool active = wr < nrows;
+    int st = 0;
+    for (int k0 = klo; k0 < khi; k0 += BN) {
+        cp_wait_all();
+        __syncthreads(); /* tile k0 (and Q) landed; everyone is done with the other stage */
+        if (k0 + BN < khi) load_kv(k0 + BN, st ^ 1);
+        cp_commit();
+        if (active) {
+            const bool full = k0 + BN <= khi;
+            const bf16 *cK = sK + st * BN * LD, *cV = sV + st * BN * LD;
+            float s[BN / 8][4];
+#pragma unroll
+            for (int t = 0; t < BN / 8; ++t) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk) {
+                uint32_t a[4];
+                ldsm_x4(a, a_addr<D>(sQ, wr, kk * 16, lane));
+#pragma unroll
+                for (int np = 0; np < BN / 16; ++np) {
+                    uint32_t b[4];
+                    ldsm_x4(b, bn_addr<D>(cK, np * 16, kk * 16, lane));
+                    mma(s[2 * np], a, b[0], b[1]);
+                    mma(s[2 * np + 1], a, b[2], b[3]);
+                }
+            }
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+                float mx = -INFINITY;
+#pragma unroll
+                for (int t = 0; t < BN / 8; ++t) {
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        float x = s[t][hf * 2 + e] * sl2;
+                        if (!full) x = k0 + t * 8 + (lane & 3) * 2 + e < khi ? x : -INFINITY;
+                        s[t][hf * 2 + e] = x;
+                        mx = fmaxf(mx, x);
+                    }
+                }
+                mx = shfl_max4(mx);
+                const float mnew = fmaxf(m[hf], mx);
+                const float mref = mnew == -INFINITY ? 0.f : mnew;
+                const float alpha = exp2f(m[hf] - mref);
+                m[hf] = mnew;
+                float sum = 0.f;
+#pragma unroll
+                for (int t = 0; t < BN / 8; ++t) {
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const float pr = exp2f(s[t][hf * 2 + e] - mref);
+                        s[t][hf * 2 + e] = pr;
+                        sum += pr;
+                    }
+                }
+                l[hf] = l[hf] * alpha + sum;
+#pragma unroll
+                for (int t = 0; t < D / 8; ++t) {
+                    o[t][hf * 2] *= alpha;
+                    o[t][hf * 2 + 1] *= alpha;
+                }
+            }
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; ++kk) {
+                uint32_t a[4];
+                c_to_a(a, s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+                for (int dp = 0; dp < D / 16; ++dp) {
+                    uint32_t b[4];
+                    ldsm_x4_t(b, bt_addr<D>(cV, kk * 16, dp * 16, lane));
+                    mma(o[2 * dp], a, b[0], b[1]);
+                    mma(o[2 * dp + 1], a, b[2], b[3]);
+                }
+            }
+        }
+        st ^= 1;
+    }
+    cp_wait_all();
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+        const float sum = shfl_sum4(l[hf]);
+        const int r = wr + (lane >> 2) + hf * 8;
+        if (r < nrows) {
+            const int dst = rows[3 * r + 2];
+            const float inv = sum > 0.f ? 1.f / sum : 0.f;
+            float *orow = part_o + (size_t)dst * D + (lane & 3) * 2;
+#pragma unroll
+            for (int t = 0; t < D / 8; ++t)
+                *reinterpret_cast<float2 *>(orow + t * 8) = make_float2(o[t][hf * 2] * inv, o[t][hf * 2 + 1] * inv);
+            if ((lane & 3) == 0) part_lse[dst] = sum > 0.f ? m[hf] + log2f(sum) : -INFINITY;
+        }
+    }
+}
+
+template <int D>
+t2_status paged_mma_d(float *part_o, float *part_lse, const void *q, int qs, const void *kc, const void *vc,
+                      const int32_t *tables, const int32_t *mitems, const int32_t *mrows, int nitems, int block_size,
+                      int kvdim) {
+    typedef PagedSmem<D> L;
+    auto kern = paged_mma_kernel<D>;
+    T2_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes));
+    const float sl2 = (float)(1.4426950408889634 / sqrt((double)D));
+    kern<<<nitems, 128, L::bytes, t2_stream>>>(part_o, part_lse, (const bf16 *)q, qs, (const bf16 *)kc, (const bf16 *)vc,
+                                               tables, mitems, mrows, block_size, kvdim, sl2);
+    T2_LAUNCHED("paged_mma_kernel");
+    return t2_ok();
+}
+
 constexpr int FWD_MT = 2, FWD_NW = 4; /* 128 query rows, 4 warps of 32 rows */
 constexpr int DQ_NW = 4;              /* 64 query rows, 4 warps of 16 rows */
 constexpr int DKV_NW = 8;             /* 128 keys, 8 warps of 16 keys */
@@ -712,4 +876,17 @@ t2_status t2_attention_bwd_fa2(float *dq, int atomic_dq, void *dk, int dk_stride
                           k_stride, v_stride, subtree_end, blockmax, n, nh, nkv);
     }
     return t2_fail(-1, "t2_attention_bwd_fa2(head_dim)", __FILE__, __LINE__, "head_dim must be 64 or 128");
+}
+
+extern "C" t2_status t2_paged_attention_mma(float *part_o, float *part_lse, const void *q, int q_stride, const void *kc,
+                                            const void *vc, const int32_t *tables, const int32_t *mitems,
+                                            const int32_t *mrows, int nitems, int block_size, int nkv, int d) {
+    T2_REQUIRE(nitems > 0 && nkv > 0 && block_size > 0 && q_stride % 8 == 0 && aligned16(q) && aligned16(kc) &&
+                   aligned16(vc),
+               "t2_paged_attention_mma(shape)");
+    switch (d) {
+    case 64: return paged_mma_d<64>(part_o, part_lse, q, q_stride, kc, vc, tables, mitems, mrows, nitems, block_size, nkv * 64);
+    case 128: return paged_mma_d<128>(part_o, part_lse, q, q_stride, kc, vc, tables, mitems, mrows, nitems, block_size, nkv * 128);
+    }
+    return t2_fail(-1, "t2_paged_attention_mma(head_dim)", __FILE__, __LINE__, "head_dim must be 64 or 128");
 }

@@ -216,6 +216,15 @@ t2_status t2_kv_write(void *kc, void *vc, const void *k, const void *v, int k_st
 t2_status t2_paged_attention(float *part_o, float *part_lse, const void *q, int q_stride, const void *kc,
                              const void *vc, const int32_t *tables, const int32_t *items, int nitems,
                              int block_size, int nh, int nkv, int d, int max_rows);
+/* The same partials on the tensor cores (attention_fa2.cu, issue 28), for items of up to 64 query
+ * rows gathered from anywhere in the step: a prefill chunk after a cached prefix, or the decode
+ * tokens of sequences sharing a cached prefix (cascade attention, the shared blocks read once for
+ * the group). mitems (8 int32 each): {rows ≤ 64, kv head, key_lo, key_hi, offset of the block
+ * table in tables, offset of the item's rows in mrows, 0, 0}; mrows: 3 int32 per row {token,
+ * query head (of kv head's group), destination = partial slot·T2_PAGED_ROWS + row}. */
+t2_status t2_paged_attention_mma(float *part_o, float *part_lse, const void *q, int q_stride, const void *kc,
+                                 const void *vc, const int32_t *tables, const int32_t *mitems, const int32_t *mrows,
+                                 int nitems, int block_size, int nkv, int d);
 /* att [n, nh·d] bf16 and lse [nh, n] hold t2_attention_fwd's result over the step's own tokens;
  * tokens with tok_info[3t] ≥ 0 ({first item, splits, first row}) get it merged with their partials
  * (has_base = 0: no such result, att is written from the partials alone). */
