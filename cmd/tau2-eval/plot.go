@@ -12,10 +12,10 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"tau2rl/cmd/internal/cli"
-	"tau2rl/consumers/dataset"
 	"tau2rl/consumers/figures"
 	"tau2rl/schemas"
-	"tau2rl/trainer/steplog"
+	"tau2rl/schemas/dataset"
+	"tau2rl/schemas/steplog"
 )
 
 func init() {

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"tau2rl/consumers/dataset"
 	"tau2rl/schemas"
-	"tau2rl/trainer/steplog"
+	"tau2rl/schemas/dataset"
+	"tau2rl/schemas/steplog"
 	"tau2rl/trainer/trajtest"
 )
 

@@ -10,8 +10,8 @@ import (
 	"sort"
 
 	"tau2rl/cmd/internal/cli"
-	"tau2rl/consumers/dataset"
 	"tau2rl/schemas"
+	"tau2rl/schemas/dataset"
 	"tau2rl/tau2/evaluator"
 )
 

@@ -14,12 +14,12 @@ import (
 
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/cmd/internal/clitest"
-	"tau2rl/consumers/dataset"
 	"tau2rl/consumers/replay"
 	"tau2rl/lib/stream"
 	"tau2rl/lib/stream/embedded"
 	"tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
+	"tau2rl/schemas/dataset"
 )
 
 // TestReplayThroughKafka: archive-shaped Parquet → tau2-replay's run (against an embedded broker) → a

@@ -18,12 +18,12 @@ import (
 	"time"
 
 	"tau2rl/cmd/internal/cli"
-	"tau2rl/consumers/dataset"
 	"tau2rl/lib/proc"
 	"tau2rl/schemas"
+	"tau2rl/schemas/dataset"
+	"tau2rl/schemas/steplog"
 	"tau2rl/tau2/data"
 	"tau2rl/trainer/checkpoint"
-	"tau2rl/trainer/steplog"
 )
 
 const experimentUsage = `tau2-run experiment — does the loop learn? SFT, then GRPO, measured (issue 12; docs/LEARNING.md)

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"tau2rl/consumers/dataset"
 	"tau2rl/schemas"
+	"tau2rl/schemas/dataset"
 )
 
 // summary reads back what the run left on disk — the Parquet dataset and the

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"tau2rl/consumers/dataset"
 	"tau2rl/gpu"
 	"tau2rl/schemas"
+	"tau2rl/schemas/dataset"
 	"tau2rl/trainer/trajtest"
 
 	"tau2rl/cmd/internal/cli"

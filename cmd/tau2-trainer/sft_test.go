@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"tau2rl/consumers/dataset"
 	"tau2rl/schemas"
+	"tau2rl/schemas/dataset"
 	"tau2rl/trainer/checkpoint"
 	"tau2rl/trainer/trajtest"
 

@@ -39,7 +39,7 @@
 //     across restarts: start-up reloads the ids of the newest data files
 //     into the window (the dataset is the index, so it is exactly as
 //     crash-safe as the files). Copies further apart are not detected by the
-//     archiver; readers (consumers/dataset scans, releases) de-duplicate by
+//     archiver; readers (schemas/dataset scans, releases) de-duplicate by
 //     id over everything they read.
 //   - A message that cannot be archived — undecodable, an unknown schema
 //     major version, an invalid trajectory, an unsafe domain or split such

@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"tau2rl/consumers/archiver"
-	"tau2rl/consumers/dataset"
 	"tau2rl/schemas"
+	"tau2rl/schemas/dataset"
 )
 
 // TestArchiveWithSchemasParquet runs the archiver with the real Parquet
-// layout and reads the dataset back with consumers/dataset: every
+// layout and reads the dataset back with schemas/dataset: every
 // trajectory comes back with exactly the values it was published with.
 func TestArchiveWithSchemasParquet(t *testing.T) {
 	e := newEnv(t)

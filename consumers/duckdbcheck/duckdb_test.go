@@ -14,8 +14,8 @@ import (
 
 	_ "github.com/duckdb/duckdb-go/v2"
 
-	"tau2rl/consumers/dataset"
 	"tau2rl/schemas"
+	"tau2rl/schemas/dataset"
 )
 
 func fixture(t *testing.T) (string, []*schemas.Trajectory) {

@@ -1,6 +1,6 @@
 // Package figures draws a training run's curves from what the run left on disk — the archive
-// (Parquet dataset, read with consumers/dataset) and the trainer's per-step log
-// (trainer/steplog's steps.jsonl) — as PNG and SVG with gonum/plot:
+// (Parquet dataset, read with schemas/dataset) and the trainer's per-step log
+// (schemas/steplog's steps.jsonl) — as PNG and SVG with gonum/plot:
 //
 //   - reward: mean τ² reward per policy version (at episode start) with a 95% confidence band
 //     (mean ± 1.96 standard errors), and an optional baseline (e.g. the demonstrator's success);
@@ -28,8 +28,8 @@ import (
 	"gonum.org/v1/plot/vg/recorder"
 
 	"tau2rl/schemas"
+	"tau2rl/schemas/steplog"
 	"tau2rl/tau2/evaluator"
-	"tau2rl/trainer/steplog"
 )
 
 // Point is one x with its mean and band.

@@ -9,7 +9,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 
 	"tau2rl/schemas"
-	"tau2rl/trainer/steplog"
+	"tau2rl/schemas/steplog"
 )
 
 func traj(id, domain, task string, v int64, reward float64, ended time.Time) *schemas.Trajectory {

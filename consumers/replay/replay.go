@@ -1,5 +1,5 @@
 // Package replay republishes archived trajectories: it reads a Parquet dataset with filters
-// (consumers/dataset) and publishes each trajectory to the scored-trajectories topic framed
+// (schemas/dataset) and publishes each trajectory to the scored-trajectories topic framed
 // exactly as producers frame it (schemas.FrameTrajectories: Arrow IPC, version and content-type
 // headers, key = task id), at a chosen rate. It lets the trainer or archiver be re-run on
 // recorded data, and load-tests consumers with real shapes.
@@ -14,11 +14,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"tau2rl/consumers/dataset"
 	"tau2rl/lib/logs"
 	"tau2rl/lib/metrics"
 	"tau2rl/lib/required"
 	"tau2rl/schemas"
+	"tau2rl/schemas/dataset"
 )
 
 // Publisher is where replayed messages go. Publish must not return before the message is durably

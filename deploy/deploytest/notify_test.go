@@ -65,13 +65,17 @@ func (ns *notifySocket) count(s string) int {
 // "activating" until TimeoutStartSec and be killed.
 func TestSystemdNotify(t *testing.T) {
 	dataDir, env := shutdownEnv(t)
-	needBinaries(t, "tau2-broker", "tau2-scripted-llm", "tau2-producer", "tau2-archiver", "tau2-trainer")
+	needBinaries(t, "tau2-broker", "tau2-scripted-llm", "tau2-producer", "tau2-archiver", "tau2-trainer", "tau2-proxy")
 	dir := t.TempDir()
 	brokerAddr, err := proc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
 	llmAddr, err := proc.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxyAddr, err := proc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +91,9 @@ func TestSystemdNotify(t *testing.T) {
 			"user_llm_base_url=http://"+llmAddr+"/v1", "econfig.domain="+testDomain)},
 		{"trainer", "tau2-trainer", append(kafkaArgs(brokerAddr), "checkpoint.dir="+filepath.Join(dir, "checkpoints"),
 			"model.config="+repoPath("deploy/models/qwen3-tiny/config.json"), "admission.enabled=false", "data_dir="+dataDir)},
+		// The capture proxy (tau2-proxy.service); it calls the policy only when an agent calls it.
+		{"proxy", "tau2-proxy", append(kafkaArgs(brokerAddr), "listen="+proxyAddr, "auth.disabled=true",
+			"policy.endpoints=[http://"+llmAddr+"]")},
 	}
 	var procs []*proc.Proc
 	var sockets []*notifySocket

@@ -15,11 +15,11 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
-	"tau2rl/consumers/dataset"
 	"tau2rl/lib/inference/tokenizer"
 	"tau2rl/lib/proc"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/schemas"
+	"tau2rl/schemas/dataset"
 	"tau2rl/tau2/data"
 	"tau2rl/tau2/episode"
 	"tau2rl/tau2/tau2test"

@@ -8,7 +8,7 @@
 //
 // Every role that publishes a file others read writes it through this package: checkpoints and
 // optimizer state (trainer, gpu, gpu/dp's per-rank shards), releases (consumers/release), datasets built in one go
-// (consumers/dataset), tau2-eval's results files. The streaming archiver uses SyncDir through its
+// (schemas/dataset), tau2-eval's results files. The streaming archiver uses SyncDir through its
 // own FS seam, so its fault tests can fail each step.
 package durable
 

@@ -7,13 +7,13 @@ import (
 
 	"tau2rl/gpu/dp"
 	"tau2rl/schemas"
+	"tau2rl/schemas/steplog"
 	"tau2rl/trainer/batch"
 	"tau2rl/trainer/checkpoint"
 	"tau2rl/trainer/group"
 	"tau2rl/trainer/loss"
 	"tau2rl/trainer/offsets"
 	"tau2rl/trainer/prefixtree"
-	"tau2rl/trainer/steplog"
 )
 
 // takeBatch pops B groups from the ready queue, dropping members that went stale while they
@@ -236,7 +236,7 @@ func (t *Trainer) record(groups []*group.Group, b *batch.Batch, p *prefixtree.Pa
 			generated += mem.Traj.GeneratedTokens()
 		}
 	}
-	// These names are steps.jsonl's (trainer/steplog) and the checkpoint state's metrics;
+	// These names are steps.jsonl's (schemas/steplog) and the checkpoint state's metrics;
 	// tau2-eval plot reads reward, behav_abs_diff and behav_cap_fraction.
 	t.last = map[string]float64{
 		"loss": st.Loss, "grad_norm": gradNorm, "entropy": st.Entropy(), "clip_fraction": st.ClipFraction(),
