@@ -8,7 +8,9 @@
 #   make gpu-test   the -tags cuda tests: kernels vs gpu/cpu, tree-packed vs unpacked, and the PyTorch
 #                   check (gpu/cuda/pytorch/check.py: transformers Qwen3ForCausalLM, autograd,
 #                   torch.optim.AdamW) when python3 has torch and transformers
-#   make gpu-bench  training-step benchmarks (Go, -tags cuda) and the same shapes in PyTorch
+#   make gpu-bench  training-step benchmarks (Go, -tags cuda) and the same shapes in PyTorch, the
+#                   decoder's (BenchmarkDecode, BenchmarkPrefill) and the τ²-shaped serving load
+#                   through the real engine (BenchmarkServeTau2; serve-bench.sh runs it alone)
 #   make gpu-trainer  bin/tau2-trainer with the CUDA backend (backend=cuda)
 #   make gpu-sampler  bin/tau2-sampler with the CUDA decoder (backend=cuda)
 #

@@ -53,7 +53,8 @@ func serveLoads(b *testing.B) []loadgen.Shape {
 // card's copy bandwidth and matmul rate are measured first). T2_BENCH_SHAPES narrows the models
 // ("0.6B", "1.7B"), T2_SERVE_LOADS the loads; T2_SERVE_CAPTURE_AFTER sets the decoder's graph
 // capture policy (0: every new step shape, the behaviour before issue 28) and T2_SERVE_MMA=0,1
-// runs the CUDA-core paged path (before issue 28) beside the tensor-core one, for A/B runs;
+// runs the CUDA-core paged path (before issue 28) beside the tensor-core one, and
+// T2_SERVE_OWN_MMA=0,1 the decode tokens' own blocks on either kernel, for A/B runs;
 // T2_SERVE_PROFILE=1 adds a shorter run with the per-operation profiler. Records go to
 // $T2_REPORT_DIR/serve_tau2.jsonl (loadgen.Record plus the engine's step counts).
 func BenchmarkServeTau2(b *testing.B) {
@@ -100,6 +101,12 @@ func BenchmarkServeTau2(b *testing.B) {
 					policies = append(policies, n)
 				}
 			}
+			owns := []bool{true}
+			if os.Getenv("T2_SERVE_OWN_MMA") == "0,1" {
+				owns = []bool{false, true}
+			} else if os.Getenv("T2_SERVE_OWN_MMA") == "0" {
+				owns = []bool{false}
+			}
 			mmas := []bool{true}
 			if os.Getenv("T2_SERVE_MMA") == "0,1" {
 				mmas = []bool{false, true}
@@ -108,13 +115,19 @@ func BenchmarkServeTau2(b *testing.B) {
 			}
 			for _, s := range serveLoads(b) {
 				for _, mma := range mmas {
-					for _, pol := range policies {
-						d.captureAfter, d.noMMA = pol, !mma
-						runServeLoad(b, d, m.name, info.Name, s, hw, fmt.Sprintf("capture_after=%d tensor_core_paged=%v", pol, mma))
+					for _, own := range owns {
+						if own && !mma {
+							continue
+						}
+						for _, pol := range policies {
+							d.captureAfter, d.noMMA, d.ownMMA = pol, !mma, own
+							runServeLoad(b, d, m.name, info.Name, s, hw,
+								fmt.Sprintf("capture_after=%d tensor_core_paged=%v own_blocks_tensor_core=%v", pol, mma, own))
+						}
 					}
 				}
 			}
-			d.noMMA = false
+			d.noMMA, d.ownMMA = false, true
 			if os.Getenv("T2_SERVE_PROFILE") == "1" {
 				s := serveLoads(b)[0]
 				s.Turns = 2

@@ -129,12 +129,21 @@ func TestServeAttentionCascade(t *testing.T) {
 				}
 				ref := serveReference(seqs, bf16s(ck), bf16s(cv), bf16s(pr.q), tc.nh, tc.nkv, tc.d, bs)
 				e := relErrBF16(att, ref)
-				pr.noMMA = true
+				pr.ownMMA = true
+				own, _, _, err := runServeAttention(pr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				eOwn := relErrBF16(own, ref)
+				pr.ownMMA, pr.noMMA = false, true
 				old, _, _, err := runServeAttention(pr)
 				if err != nil {
 					t.Fatal(err)
 				}
 				eOld := relErrBF16(old, ref)
+				if !(eOwn < 1e-2) || eOwn > 2*eOld+1e-3 {
+					t.Fatalf("own blocks on the tensor cores too: relative error %.3e (CUDA-core path %.3e)", eOwn, eOld)
+				}
 				t.Logf("mixed=%v: %d tokens, %d tensor-core items, %d CUDA-core items; relative error vs float64 %.2e (CUDA-core path %.2e)",
 					mixed, n, len(p.mitems)/8, len(p.items)/8, e, eOld)
 				if !(e < 1e-2) || e > 2*eOld+1e-3 {

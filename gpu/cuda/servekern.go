@@ -30,6 +30,7 @@ type servAttnProblem struct {
 	cacheK, cacheV []uint16
 	q, k, v        []uint16
 	noMMA          bool // plan with the CUDA-core kernel only
+	ownMMA         bool // decode tokens' own blocks on the tensor-core kernel too
 }
 
 // runServeAttention writes the new keys and values into a copy of the cache (t2_kv_write), runs
@@ -39,7 +40,7 @@ type servAttnProblem struct {
 func runServeAttention(pr *servAttnProblem) (att, cacheK, cacheV []uint16, err error) {
 	c := pr.cfg
 	d := &Decoder{cfg: c, kv: pr.kv, sms: 132}
-	d.noMMA = pr.noMMA
+	d.noMMA, d.ownMMA = pr.noMMA, pr.ownMMA
 	p := d.plan(pr.seqs)
 	n, nitems, nm := p.n, len(p.items)/8, len(p.mitems)/8
 	ints := p.itemInts()
