@@ -9,13 +9,14 @@ import (
 	"github.com/parquet-go/parquet-go/format"
 
 	"tau2rl/schemas"
+	"tau2rl/schemas/manifest"
 )
 
 // Card renders the dataset card (README.md) of a release: what it is, how it
 // was selected, its partitions, files and source offsets, and a table of
 // every column with its Parquet type and meaning (from the schemas doc
 // comments, see columns_gen.go).
-func Card(m *Manifest) ([]byte, error) {
+func Card(m *manifest.Manifest) ([]byte, error) {
 	types := columnTypes(schemas.ParquetSchema)
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n\n", m.Name)

@@ -11,12 +11,13 @@
 // file with the same name. Every output file is written under a temporary
 // name, fsynced and renamed; the manifest is written last, so a release
 // directory with a manifest.json is complete.
+//
+// The manifest's format, and reading and verifying a release by it, are schemas/manifest's: the
+// trainer reads releases without importing this writer.
 package release
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,15 +26,15 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
 
-	"tau2rl/consumers/dataset"
 	"tau2rl/lib/durable"
 	"tau2rl/lib/logs"
 	"tau2rl/schemas"
+	"tau2rl/schemas/dataset"
+	"tau2rl/schemas/manifest"
 )
 
 // Usage is the help text of `tau2-archiver release`.
@@ -118,57 +119,10 @@ func (c *Config) Validate() error {
 	return c.Filter.Validate()
 }
 
-// Manifest is manifest.json.
-type Manifest struct {
-	Name          string    `json:"name"`
-	Description   string    `json:"description,omitempty"`
-	Created       time.Time `json:"created"`
-	SchemaVersion string    `json:"schema_version"`
-	// Source is the archive the release was cut from.
-	Source string `json:"source"`
-	// Filters are the selection, as configured.
-	Filters           Selection           `json:"filters"`
-	Rows              int64               `json:"rows"`
-	DuplicatesDropped int64               `json:"duplicates_dropped"`
-	Partitions        []PartitionManifest `json:"partitions"`
-	Files             []FileManifest      `json:"files"`
-	// KafkaOffsets are the source offset ranges per topic partition of the
-	// archive files the release drew from (from their footers).
-	KafkaOffsets []schemas.OffsetRange `json:"kafka_offsets"`
-}
-
-// Selection records the filters in the manifest.
-type Selection struct {
-	Filter   dataset.Filter `json:"filter"`
-	DateFrom string         `json:"date_from,omitempty"`
-	DateTo   string         `json:"date_to,omitempty"`
-}
-
-// PartitionManifest counts rows per Hive partition.
-type PartitionManifest struct {
-	Path  string `json:"path"`
-	Rows  int64  `json:"rows"`
-	Files int    `json:"files"`
-}
-
-// FileManifest describes one released file.
-type FileManifest struct {
-	Path   string `json:"path"`
-	Rows   int64  `json:"rows"`
-	Bytes  int64  `json:"bytes"`
-	SHA256 string `json:"sha256"`
-	// Mode is "copy" (byte-identical to the archive file) or "rewrite"
-	// (the matching rows only).
-	Mode string `json:"mode"`
-	// Source is the archive file it came from, relative to the source root.
-	Source       string                `json:"source"`
-	KafkaOffsets []schemas.OffsetRange `json:"kafka_offsets,omitempty"`
-}
-
 // Cut writes the release described by cfg and returns its manifest; log may be nil (discards).
 // Its errors (and Validate's) name the file or setting, not the package: the command that runs
 // it says "tau2-archiver release: …" already, and a prefix here doubled it.
-func Cut(ctx context.Context, cfg Config, log *slog.Logger) (*Manifest, error) {
+func Cut(ctx context.Context, cfg Config, log *slog.Logger) (*manifest.Manifest, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -184,12 +138,12 @@ func Cut(ctx context.Context, cfg Config, log *slog.Logger) (*Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("source: %w", err)
 	}
-	m := &Manifest{
+	m := &manifest.Manifest{
 		Name: cfg.Name, Description: cfg.Description, Created: time.Now().UTC(), SchemaVersion: schemas.SchemaVersion,
-		Source: cfg.Source, Filters: Selection{Filter: cfg.Filter, DateFrom: dateString(from), DateTo: dateString(to)},
+		Source: cfg.Source, Filters: manifest.Selection{Filter: cfg.Filter, DateFrom: dateString(from), DateTo: dateString(to)},
 	}
 	seen := map[string]struct{}{}
-	parts := map[string]*PartitionManifest{}
+	parts := map[string]*manifest.Partition{}
 	offsets := map[[2]string]*schemas.OffsetRange{}
 	for _, src := range ds.Files {
 		rel, err := filepath.Rel(cfg.Source, src)
@@ -217,7 +171,7 @@ func Cut(ctx context.Context, cfg Config, log *slog.Logger) (*Manifest, error) {
 		m.Rows += fm.Rows
 		pm := parts[partDir]
 		if pm == nil {
-			pm = &PartitionManifest{Path: partDir}
+			pm = &manifest.Partition{Path: partDir}
 			parts[partDir] = pm
 		}
 		pm.Rows += fm.Rows
@@ -254,7 +208,7 @@ func Cut(ctx context.Context, cfg Config, log *slog.Logger) (*Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manifest: %w", err)
 	}
-	if err := writeDurable(filepath.Join(cfg.Out, "manifest.json"), append(mj, '\n')); err != nil {
+	if err := writeDurable(filepath.Join(cfg.Out, manifest.FileName), append(mj, '\n')); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -295,7 +249,7 @@ func prepareOut(out string) error {
 // releaseFile scans one archive file: its matching, not yet released rows
 // are written to a rewrite; if that is every row, the original is copied
 // instead. It returns nil when no row of the file is released.
-func releaseFile(ctx context.Context, cfg Config, src, rel string, seen map[string]struct{}, m *Manifest) (*FileManifest, error) {
+func releaseFile(ctx context.Context, cfg Config, src, rel string, seen map[string]struct{}, m *manifest.Manifest) (*manifest.File, error) {
 	f, err := os.Open(src)
 	if err != nil {
 		return nil, err
@@ -368,7 +322,7 @@ func releaseFile(ctx context.Context, cfg Config, src, rel string, seen map[stri
 	if err := tmp.Sync(); err != nil {
 		return nil, fmt.Errorf("fsync %s: %w", tmp.Name(), err)
 	}
-	size, sum, err := hashFile(tmp)
+	size, sum, err := manifest.Hash(tmp)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", rel, err)
 	}
@@ -381,7 +335,7 @@ func releaseFile(ctx context.Context, cfg Config, src, rel string, seen map[stri
 	if err := durable.SyncDir(filepath.Dir(outPath)); err != nil {
 		return nil, err
 	}
-	return &FileManifest{Path: filepath.ToSlash(rel), Rows: kept, Bytes: size, SHA256: sum, Mode: mode,
+	return &manifest.File{Path: filepath.ToSlash(rel), Rows: kept, Bytes: size, SHA256: sum, Mode: mode,
 		Source: filepath.ToSlash(rel), KafkaOffsets: ranges}, nil
 }
 
@@ -397,92 +351,9 @@ func copyInto(dst, src *os.File) error {
 	return err
 }
 
-func hashFile(f *os.File) (int64, string, error) {
-	h := sha256.New()
-	n, err := io.Copy(h, io.NewSectionReader(f, 0, 1<<62))
-	if err != nil {
-		return 0, "", err
-	}
-	return n, hex.EncodeToString(h.Sum(nil)), nil
-}
-
 func writeDurable(p string, data []byte) error {
 	if err := durable.WriteFile(p, data, 0o644); err != nil {
 		return err
 	}
 	return nil
-}
-
-// ReadManifest reads and checks a release's manifest.json (used to verify a
-// downloaded release: every file's size and SHA-256 must match).
-func ReadManifest(dir string) (*Manifest, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
-	if err != nil {
-		return nil, fmt.Errorf("release: %w", err)
-	}
-	return ParseManifest(b)
-}
-
-// ParseManifest parses and checks manifest.json bytes: a known schema
-// major, file paths that stay inside the release, and counts that add up.
-func ParseManifest(b []byte) (*Manifest, error) {
-	var m Manifest
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("release: manifest.json: %w", err)
-	}
-	if _, err := schemas.CheckVersion(m.SchemaVersion, "release manifest"); err != nil {
-		return nil, err
-	}
-	var rows int64
-	for _, f := range m.Files {
-		if err := safeRelPath(f.Path); err != nil {
-			return nil, err
-		}
-		if f.Rows < 0 || f.Bytes < 0 || len(f.SHA256) != 64 {
-			return nil, fmt.Errorf("release: manifest file %q: bad rows, bytes or sha256", f.Path)
-		}
-		rows += f.Rows
-	}
-	if rows != m.Rows {
-		return nil, fmt.Errorf("release: manifest rows %d, files hold %d", m.Rows, rows)
-	}
-	return &m, nil
-}
-
-// safeRelPath accepts only relative slash paths without "." or ".." parts.
-func safeRelPath(p string) error {
-	if p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, "\\") {
-		return fmt.Errorf("release: manifest path %q is not relative", p)
-	}
-	for _, part := range strings.Split(p, "/") {
-		if part == "" || part == "." || part == ".." {
-			return fmt.Errorf("release: manifest path %q escapes the release", p)
-		}
-	}
-	return nil
-}
-
-// Verify checks every file of the release against the manifest.
-func Verify(dir string, m *Manifest) error {
-	var errs []error
-	for _, fm := range m.Files {
-		if err := safeRelPath(fm.Path); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		f, err := os.Open(filepath.Join(dir, filepath.FromSlash(fm.Path)))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("release: %w", err))
-			continue
-		}
-		size, sum, err := hashFile(f)
-		f.Close()
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("release: %s: %w", fm.Path, err))
-		case size != fm.Bytes || sum != fm.SHA256:
-			errs = append(errs, fmt.Errorf("release: %s: size %d sha256 %s, manifest says %d %s", fm.Path, size, sum, fm.Bytes, fm.SHA256))
-		}
-	}
-	return errors.Join(errs...)
 }

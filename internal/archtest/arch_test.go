@@ -19,17 +19,12 @@ import (
 
 const module = "tau2rl"
 
-// knownExceptions are the imports that run against the Rooms table today: both carry shared data
-// formats that sit in a room above one of their readers. They are to be removed by moving those
-// formats into a home below both (issue 31: "An arrow runs back up"); the test fails on any
-// other violation, and on an exception that no longer occurs (delete its line then).
-var knownExceptions = []exception{
-	// tau2-eval plot reads the trainer's steps.jsonl.
-	{from: "consumers/figures", to: "trainer/steplog"},
-	// SFT reads archived trajectories: dataset scanning and release manifests.
-	{from: "trainer/sft", to: "consumers/dataset"},
-	{from: "trainer/sft", to: "consumers/release"},
-}
+// knownExceptions are imports allowed against the Rooms table. There are none: the shared data
+// formats that once ran back up (trainer/sft reading consumers' dataset and release packages,
+// consumers/figures reading the trainer's step log) now live below both rooms, in schemas/
+// (issue 31). The test fails on any violation, and on an exception listed here that no longer
+// occurs; prefer moving the shared code to adding a line.
+var knownExceptions []exception
 
 // forbiddenExternal are modules a room must not import whatever the table says:
 // docs/ARCHITECTURE.md's gpu row, "Pure compute: no stream, no Arrow".

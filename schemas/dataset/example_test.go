@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"tau2rl/consumers/dataset"
 	"tau2rl/schemas"
+	"tau2rl/schemas/dataset"
 )
 
 // trajectory is a small graded episode of one call.

@@ -1,4 +1,4 @@
-package release
+package manifest
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"tau2rl/consumers/dataset"
+	"tau2rl/schemas/dataset"
 )
 
 // MarshalJSON writes the selection with the keys a user configures (filter.min_policy_version,

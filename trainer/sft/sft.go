@@ -24,17 +24,17 @@ import (
 	"path/filepath"
 	"time"
 
-	"tau2rl/consumers/dataset"
-	"tau2rl/consumers/release"
 	"tau2rl/gpu"
 	"tau2rl/lib/logs"
 	"tau2rl/lib/required"
 	"tau2rl/schemas"
+	"tau2rl/schemas/dataset"
+	"tau2rl/schemas/manifest"
+	"tau2rl/schemas/steplog"
 	"tau2rl/trainer/batch"
 	"tau2rl/trainer/checkpoint"
 	"tau2rl/trainer/loss"
 	"tau2rl/trainer/prefixtree"
-	"tau2rl/trainer/steplog"
 )
 
 // Config configures a supervised run.
@@ -132,12 +132,12 @@ type Result struct {
 // manifest first.
 func Load(ctx context.Context, cfg *Config, log *slog.Logger) ([]*schemas.Trajectory, int, error) {
 	log = logs.OrDiscard(log)
-	if st, err := os.Stat(filepath.Join(cfg.Dataset, "manifest.json")); err == nil && st.Mode().IsRegular() {
-		m, err := release.ReadManifest(cfg.Dataset)
+	if st, err := os.Stat(filepath.Join(cfg.Dataset, manifest.FileName)); err == nil && st.Mode().IsRegular() {
+		m, err := manifest.Read(cfg.Dataset)
 		if err != nil {
 			return nil, 0, fmt.Errorf("sft: %w", err)
 		}
-		if err := release.Verify(cfg.Dataset, m); err != nil {
+		if err := manifest.Verify(cfg.Dataset, m); err != nil {
 			return nil, 0, fmt.Errorf("sft: release %s does not match its manifest: %w", cfg.Dataset, err)
 		}
 		log.Info("release verified", "name", m.Name, "rows", m.Rows, "files", len(m.Files))

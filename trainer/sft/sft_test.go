@@ -9,15 +9,15 @@ import (
 	"strings"
 	"testing"
 
-	"tau2rl/consumers/dataset"
 	"tau2rl/consumers/release"
 	"tau2rl/gpu"
 	"tau2rl/gpu/cpu"
 	"tau2rl/schemas"
+	"tau2rl/schemas/dataset"
+	"tau2rl/schemas/steplog"
 	"tau2rl/trainer/batch"
 	"tau2rl/trainer/checkpoint"
 	"tau2rl/trainer/prefixtree"
-	"tau2rl/trainer/steplog"
 	"tau2rl/trainer/trajtest"
 )
 
