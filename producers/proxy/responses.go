@@ -134,7 +134,11 @@ func readBody(r *http.Request, cfg Config) ([]byte, error) {
 func parseResponses(body []byte) (*responsesCall, error) {
 	rc := &responsesCall{store: true}
 	if err := gojson.Unmarshal(body, &rc.req); err != nil {
-		return nil, badRequest("", "request body is not a valid Responses API request (a JSON object with input, instructions, tools, …): %v", err)
+		// The slow path, as for chat: encoding/json says where and what.
+		rc.req = ResponsesRequest{}
+		if ae := decodeJSON(body, &rc.req, "a Responses API request (input, instructions, tools, …)"); ae != nil {
+			return nil, ae
+		}
 	}
 	req := &rc.req
 	if req.Background != nil && *req.Background {
@@ -261,7 +265,7 @@ func inputMessages(raw json.RawMessage) ([]ChatMessage, error) {
 		param := fmt.Sprintf("input[%d]", i)
 		var it inputItem
 		if err := json.Unmarshal(rawItem, &it); err != nil {
-			return nil, badRequest(param, "input item is not an item object (message, function_call, function_call_output or reasoning): %v", err)
+			return nil, itemError(param, err)
 		}
 		if it.Type == "" && it.Role != "" {
 			it.Type = "message"
@@ -326,6 +330,16 @@ func inputMessages(raw json.RawMessage) ([]ChatMessage, error) {
 		}
 	}
 	return out, nil
+}
+
+// itemError says what is wrong with an input item that did not decode,
+// naming the field (never Go's type names).
+func itemError(param string, err error) *APIError {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return badRequest(param+"."+te.Field, "%s.%s must not be a JSON %s", param, te.Field, te.Value)
+	}
+	return badRequest(param, "%s must be an input item object (a message, function_call, function_call_output or reasoning item)", param)
 }
 
 // messageContent converts a Responses content (a string, null, or a list of
@@ -552,25 +566,30 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 	if rc.req.PreviousResponseID != nil {
 		prevID = *rc.req.PreviousResponseID
 	}
-	var sess *session
-	var prev []chattemplate.Message
 	if len(rc.items) == 0 {
 		return badRequest("input", "input must not be empty: a string, or a list of items (after previous_response_id, the new ones)")
 	}
-	if prevID == "" {
-		// Validated before the session is opened, as chat requests are.
-		if _, err := checkCall(&call{req: rc.chatRequest(nil)}, s.cfg, &s.intern); err != nil {
-			return responsesParam(err)
-		}
-		if sess, err = s.acquire(meta, key); err != nil {
+	// Without previous_response_id the request is validated before its
+	// session is opened, as chat requests are; with it, the session holds
+	// the conversation to validate.
+	var sess *session
+	var prev []chattemplate.Message
+	if prevID != "" {
+		if sess, prev, err = s.previousResponse(meta, key, prevID); err != nil {
 			return err
 		}
-	} else if sess, prev, err = s.previousResponse(meta, key, prevID); err != nil {
-		return err
 	}
 	c, err := checkCall(&call{req: rc.chatRequest(prev)}, s.cfg, &s.intern)
 	if err != nil {
 		return responsesParam(err)
+	}
+	if err := s.checkTextLength(c.msgs); err != nil {
+		return responsesParam(err)
+	}
+	if sess == nil {
+		if sess, err = s.acquire(meta, key); err != nil {
+			return err
+		}
 	}
 	prompt, err := s.prepare(sess, c)
 	if err != nil {

@@ -81,6 +81,8 @@ func TestResponsesBadInput(t *testing.T) {
 		{`{"input":[{"type":"function_call_output","output":"r"}]}`, "input[0].call_id"},
 		{`{"input":[{"role":"user","content":[{"type":"input_text"}]}]}`, "input[0].content[0]"},
 		{`{"input":[7]}`, "input[0]"},
+		{`{"input":[{"type":"function_call","call_id":"c","name":"f","arguments":{"a":1}}]}`, "input[0].arguments"},
+		{`{"input":"x","tools":{}}`, "tools"},
 		{`{"input":"x","tools":[{"type":"web_search"}]}`, "tools[0].type"},
 		{`{"input":"x","tools":[{"type":"function","parameters":{}}]}`, "tools[0].name"},
 		{`{"input":"x","tools":["f"]}`, "tools[0]"},
