@@ -24,7 +24,8 @@ import (
 const usage = `tau2-proxy — capture proxy: any OpenAI-API agent becomes a token-exact rollout producer (tau2rl)
 
 Serves OpenAI's POST /v1/chat/completions (tools, tool_choice, stream, n, stop, temperature, top_p,
-max_tokens, max_completion_tokens) and GET /v1/models on listen. Each call is rendered with Qwen3's
+max_tokens, max_completion_tokens), POST /v1/responses (input items, instructions, function tools,
+previous_response_id, store, stream; the Agents SDKs' default) and GET /v1/models on listen. Each call is rendered with Qwen3's
 chat template and tokenized here, generated from token ids by the policy servers (SGLang /generate,
 vLLM /v1/completions, tau2-sampler), parsed into tool_calls and reasoning_content, and recorded.
 
