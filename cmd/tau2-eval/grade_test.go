@@ -41,7 +41,7 @@ func TestGradeFixture(t *testing.T) {
 	tau2test.DataDir(t)
 	out := filepath.Join(t.TempDir(), "regraded.json")
 	cfg := defaultGradeConfig()
-	cfg.Input = filepath.Join("..", "..", "lib", "tau2", "evaluator", "testdata", "results_mock.json")
+	cfg.Input = filepath.Join("..", "..", "tau2", "evaluator", "testdata", "results_mock.json")
 	cfg.Output = out
 	var buf bytes.Buffer
 	rt := &cli.Runtime{Registry: prometheus.NewRegistry(), Log: slog.Default(), Ready: func() {}}

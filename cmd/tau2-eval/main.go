@@ -11,6 +11,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
@@ -31,32 +32,51 @@ type command struct {
 var commands = map[string]command{}
 
 func main() {
-	if len(os.Args) < 2 || strings.HasPrefix(os.Args[1], "-") || os.Args[1] == "help" {
-		usage()
-		if len(os.Args) < 2 {
-			os.Exit(2)
-		}
-		os.Exit(0)
-	}
-	c, ok := commands[os.Args[1]]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "tau2-eval: unknown command %q\n\n", os.Args[1])
-		usage()
-		os.Exit(2)
+	c, code := route(os.Args[1:], os.Stderr)
+	if c == nil {
+		os.Exit(code)
 	}
 	c.main(os.Args[2:])
 }
 
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: tau2-eval COMMAND [arguments] [key=value …]   (tau2-eval COMMAND --help)")
-	fmt.Fprintln(os.Stderr, "\ncommands:")
+// route picks the sub-command named by args[0]. With none, or an unknown one, or a flag in its
+// place (tau2-eval --print-config), it prints the usage to w and returns exit status 2 (a usage
+// error: a script that forgot the sub-command must not read as a success); help, -h and --help
+// print it and return 0.
+func route(args []string, w io.Writer) (*command, int) {
+	if len(args) == 0 {
+		fmt.Fprintln(w, "tau2-eval: no command given")
+		usage(w)
+		return nil, 2
+	}
+	switch a := args[0]; a {
+	case "help", "-h", "--help", "-help":
+		usage(w)
+		return nil, 0
+	default:
+		if c, ok := commands[a]; ok {
+			return &c, 0
+		}
+		if strings.HasPrefix(a, "-") {
+			fmt.Fprintf(w, "tau2-eval: %s needs a command first (tau2-eval COMMAND %s)\n\n", a, a)
+		} else {
+			fmt.Fprintf(w, "tau2-eval: unknown command %q\n\n", a)
+		}
+		usage(w)
+		return nil, 2
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: tau2-eval COMMAND [arguments] [key=value …]   (tau2-eval COMMAND --help)")
+	fmt.Fprintln(w, "\ncommands:")
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-8s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
 	}
 }
 

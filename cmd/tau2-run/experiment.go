@@ -575,7 +575,7 @@ func (e *experiment) eval(ctx context.Context, name string, into *evalStats) err
 	if into.Simulations == 0 {
 		return fmt.Errorf("no pass^k row for %s in the output of tau2-eval run (see %s)", e.cfg.Domain, filepath.Join(e.dir, "eval-"+name+".log"))
 	}
-	e.printf("   %d tasks × %d trials: avg reward %.3f, pass^k %v (infra errors %d)", into.Tasks, e.cfg.EvalTrials, into.Avg, into.PassK, into.Infra)
+	e.printf("   %d tasks × %d trials: avg reward %.3f, pass^k %s (infra errors %d)", into.Tasks, e.cfg.EvalTrials, into.Avg, rounded(into.PassK), into.Infra)
 	return nil
 }
 
@@ -779,10 +779,10 @@ func (e *experiment) writeReport() error {
 	fmt.Fprintf(&s, "| stage | result |\n|---|---|\n")
 	fmt.Fprintf(&s, "| demonstrations (scripted, error rate %g) | %d episodes, success %.3f |\n", e.cfg.AgentErrorRate, r.Demos.Episodes, r.Demos.MeanReward)
 	fmt.Fprintf(&s, "| SFT | %d steps, loss %.3f → %.3f |\n", r.SFT.Steps, r.SFT.FirstLoss, r.SFT.LastLoss)
-	fmt.Fprintf(&s, "| eval before GRPO | avg %.3f, pass^k %v |\n", r.Before.Avg, r.Before.PassK)
+	fmt.Fprintf(&s, "| eval before GRPO | avg %.3f, pass^k %s |\n", r.Before.Avg, rounded(r.Before.PassK))
 	fmt.Fprintf(&s, "| GRPO | %d steps, %d episodes (%d trained on), train %.0fs of %.0fs |\n", r.GRPO.Steps, r.GRPO.Episodes, r.GRPO.TrainedEpisodes,
 		r.GRPO.TrainSeconds, r.GRPO.WallSeconds)
-	fmt.Fprintf(&s, "| eval after GRPO | avg %.3f, pass^k %v |\n\n", r.After.Avg, r.After.PassK)
+	fmt.Fprintf(&s, "| eval after GRPO | avg %.3f, pass^k %s |\n\n", r.After.Avg, rounded(r.After.PassK))
 	if r.GRPO.NoStepReason != "" {
 		fmt.Fprintf(&s, "**GRPO took no step** (the evaluation after is the SFT policy's again): %s\n\n", r.GRPO.NoStepReason)
 	}
@@ -790,7 +790,7 @@ func (e *experiment) writeReport() error {
 	for _, v := range r.GRPO.PerVersion {
 		fmt.Fprintf(&s, "| v%d | %d | %.3f | %.3f |\n", v.Version, v.Episodes, v.Mean, v.Std)
 	}
-	fmt.Fprintf(&s, "\nTrain/inference log-prob mismatch per step (mean |behaviour − proximal|, fraction capped): %v %v\n", r.GRPO.MeanAbsDiff, r.GRPO.CapFraction)
+	fmt.Fprintf(&s, "\nTrain/inference log-prob mismatch per step (mean |behaviour − proximal|, fraction capped): %s %s\n", rounded(r.GRPO.MeanAbsDiff), rounded(r.GRPO.CapFraction))
 	for _, f := range r.Figures {
 		if rel, err := filepath.Rel(e.dir, f); err == nil && strings.HasSuffix(f, ".png") { // SVGs sit beside them
 			fmt.Fprintf(&s, "\n![%s](%s)\n", strings.TrimSuffix(filepath.Base(f), ".png"), rel)
@@ -802,4 +802,15 @@ func (e *experiment) writeReport() error {
 	e.printf("report: %s (and report.json)", filepath.Join(e.dir, "report.md"))
 	fmt.Fprint(e.out, "\n"+s.String())
 	return nil
+}
+
+// rounded prints a list of measurements (pass^k, mismatch per step) to three significant digits,
+// as the report's other numbers: [0.154 0.0412 0.00137], not 0.15384615384615385. report.json
+// keeps the exact values.
+func rounded(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.FormatFloat(x, 'g', 3, 64)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
 }

@@ -52,6 +52,17 @@ type pipeline struct {
 	broker, llm, archiver, trainer, producer *proc.Proc
 	brokerAddr, llmAddr                      string
 	dataset, checkpoints                     string
+	// taskIDs are the split's gradable tasks (runTasks), as a YAML list for admission; "" when
+	// they are the whole split.
+	taskIDs string
+}
+
+// admissionTasks is the trainer's admission.tasks: the split, restricted to taskIDs if set.
+func (p *pipeline) admissionTasks() string {
+	if p.taskIDs == "" {
+		return fmt.Sprintf("admission.tasks=[{domain: %s, split: %s}]", p.cfg.Domain, p.cfg.Split)
+	}
+	return fmt.Sprintf("admission.tasks=[{domain: %s, split: %s, task_ids: %s}]", p.cfg.Domain, p.cfg.Split, p.taskIDs)
 }
 
 func runPipeline(ctx context.Context, cfg Config, dir string) (err error) {
@@ -62,6 +73,9 @@ func runPipeline(ctx context.Context, cfg Config, dir string) (err error) {
 	p := &pipeline{cfg: cfg, dir: dir, bin: func(name string) string { return filepath.Join(abs, name) },
 		dataset: filepath.Join(dir, "dataset"), checkpoints: filepath.Join(dir, "checkpoints")}
 	fmt.Printf("tau2-run: run directory %s (logs: *.log)\n", dir)
+	if p.taskIDs, err = runTasks(cfg.DataDir, cfg.Domain, cfg.Split); err != nil {
+		return err
+	}
 	defer func() {
 		if stopErr := p.stopAll(); stopErr != nil && err == nil {
 			err = stopErr
@@ -122,7 +136,7 @@ func (p *pipeline) startAll(ctx context.Context) error {
 			// that SIGTERM would then have to wait for (tens of seconds on the pure-Go backend).
 			brokers, "checkpoint.dir=" + p.checkpoints, fmt.Sprintf("max_steps=%d", c.Steps),
 			fmt.Sprintf("batch_size=%d", c.BatchSize), fmt.Sprintf("group.group_size=%d", c.GroupSize),
-			fmt.Sprintf("admission.tasks=[{domain: %s, split: %s}]", c.Domain, c.Split),
+			p.admissionTasks(),
 			"model.config=" + c.ModelConfig, "data_dir=" + c.DataDir,
 			"reload.backend=sglang", "reload.endpoints=[http://" + p.llmAddr + "]"}},
 		{"producer", "tau2-producer", m[4], &p.producer, []string{
@@ -151,6 +165,7 @@ func (p *pipeline) watch(ctx context.Context, started time.Time) error {
 	defer tick.Stop()
 	var lastLine string
 	var lastPrint time.Time
+	infraExplained := false
 	stall := newStallWatch(time.Now())
 	for {
 		select {
@@ -188,6 +203,10 @@ func (p *pipeline) watch(ctx context.Context, started time.Time) error {
 			fmt.Printf("[%5.0fs] %s\n", time.Since(started).Seconds(), line)
 			lastLine, lastPrint = line, time.Now()
 		}
+		if n := pr["tau2rl_producer_infra_errors_total"]; n > 0 && !infraExplained {
+			fmt.Println(infraNote(p.producer.LogPath))
+			infraExplained = true
+		}
 		if tr["tau2rl_trainer_steps_total"] >= float64(p.cfg.Steps) {
 			return nil
 		}
@@ -195,6 +214,14 @@ func (p *pipeline) watch(ctx context.Context, started time.Time) error {
 			fmt.Printf("tau2-run: no trainer step for %s; the trainer says:\n    %s\n", d.Round(time.Second), why)
 		}
 	}
+}
+
+// infraNote explains the progress line's "infra errors" once, the first time it is not 0: they
+// are episodes the producer could not run or grade (a server error, an evaluator failure), not
+// rewards, and the producer's log says which and why.
+func infraNote(producerLog string) string {
+	return fmt.Sprintf("tau2-run: infra errors are episodes the producer could not run or grade (never rewards, never trained on); "+
+		"%s says which and why (\"episode infrastructure error\")", producerLog)
 }
 
 // stallHint is how long the trainer may go without a step before tau2-run passes on why.

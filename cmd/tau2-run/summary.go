@@ -67,8 +67,16 @@ func (p *pipeline) summary(ctx context.Context, elapsed time.Duration) error {
 		fmt.Printf("  v%-3d %5.0f episodes  mean reward %.3f\n", v, a.n, a.rewardSum/a.n)
 	}
 	fmt.Println("status/termination:")
+	infra := 0
 	for _, k := range sortedKeys(terminations) {
 		fmt.Printf("  %-32s %d\n", k, terminations[k])
+		if strings.HasPrefix(k, string(schemas.StatusInfraError)+"/") {
+			infra += terminations[k]
+		}
+	}
+	if infra > 0 {
+		fmt.Printf("  (%d infrastructure errors: episodes the producer could not run or grade — never rewards, never trained on;\n"+
+			"   each is logged in %s as \"episode infrastructure error\" with its stage and cause)\n", infra, filepath.Join(p.dir, "producer.log"))
 	}
 	ckpts, _ := filepath.Glob(filepath.Join(p.checkpoints, "v*"))
 	var names []string
@@ -78,7 +86,7 @@ func (p *pipeline) summary(ctx context.Context, elapsed time.Duration) error {
 		}
 	}
 	fmt.Printf("trainer checkpoints in %s: %s\n", p.checkpoints, strings.Join(names, " "))
-	fmt.Printf("query it with DuckDB (README.md has more queries): duckdb -c \"SELECT domain, policy_version_start, count(*), avg(reward) FROM read_parquet('%s/**/*.parquet', hive_partitioning=true) GROUP BY ALL\"\n", p.dataset)
+	fmt.Println(queryHint(p.bin("tau2-query"), p.dataset))
 	if st.Duplicates > 0 {
 		return fmt.Errorf("summary: %d duplicate trajectory ids in the dataset", st.Duplicates)
 	}
@@ -104,4 +112,13 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// queryHint is the summary's last line: how to query the dataset. tau2-query (built by make build
+// beside the other binaries) links DuckDB, so nothing needs installing; DuckDB's own CLI runs the
+// same SQL on the same files for those who have it.
+func queryHint(tau2Query, dataset string) string {
+	return fmt.Sprintf("query it (README.md has more queries; no DuckDB install needed): %s dataset=%s\n"+
+		"  or with DuckDB's CLI, if installed: duckdb -c \"SELECT domain, policy_version_start, count(*), avg(reward) FROM read_parquet('%s/**/*.parquet', hive_partitioning=true) GROUP BY ALL\"",
+		tau2Query, dataset, dataset)
 }

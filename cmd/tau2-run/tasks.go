@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"tau2rl/tau2/data"
 	"tau2rl/tau2/env"
+	"tau2rl/tau2/evaluator"
+	"tau2rl/tau2/evaluator/goldgen"
 
 	// Every τ² domain registers itself with the environment registry: the write-task
 	// selection asks a domain's toolkit which expected actions change its database.
@@ -16,8 +20,8 @@ import (
 // selectTasks resolves the experiment's tasks once, so that every stage — demonstrations,
 // SFT (through the demonstrations), evaluation and GRPO's admission — sees the same list: the
 // split's tasks in file order, restricted to task_ids when set, to the tasks with a
-// state-changing expected action when write_tasks_only is set, and to the first 'tasks' of
-// what is left.
+// state-changing expected action when write_tasks_only is set, to the tasks gradable here
+// (gradable), and to the first 'tasks' of what is left.
 func selectTasks(cfg expConfig) ([]string, error) {
 	tasks, err := data.LoadSplit(cfg.DataDir, cfg.Domain, data.Head, cfg.Split)
 	if err != nil {
@@ -43,6 +47,14 @@ func selectTasks(cfg expConfig) ([]string, error) {
 			return nil, fmt.Errorf("write_tasks_only: none of the %d selected tasks of %s/%s expects a state-changing action", len(tasks), cfg.Domain, cfg.Split)
 		}
 		tasks = kept
+	}
+	tasks, left, err := gradable(cfg.DataDir, cfg.Domain, tasks)
+	if err != nil {
+		return nil, err
+	}
+	reportLeftOut(cfg.Domain, cfg.Split, left)
+	if len(tasks) == 0 {
+		return nil, fmt.Errorf("none of the selected tasks of %s/%s can be graded without an NL judge", cfg.Domain, cfg.Split)
 	}
 	if cfg.Tasks > 0 && cfg.Tasks < len(tasks) {
 		tasks = tasks[:cfg.Tasks]
@@ -78,4 +90,97 @@ func yamlList(ids []string) string {
 		q[i] = strconv.Quote(id)
 	}
 	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// leftOut is a task gradable set aside, and why.
+type leftOut struct{ id, why string }
+
+// gradable keeps the tasks whose episodes this run can grade, whatever mistakes the scripted
+// policy makes: the task's gold actions, and the variants of them that mimic those mistakes (the
+// last write skipped, an argument changed, no action at all; goldgen), are each graded by the
+// evaluator. It sets aside, saying why, the tasks that τ²'s evaluator cannot grade for one of
+// them — mock's create_task_1_with_env_assertions asserts on the task_2 that its write creates,
+// and τ²'s assertion raises "Task task_2 not found" when the write was skipped, so every such
+// episode would be an infrastructure error — and the tasks whose gold reward needs the
+// NL-assertion judge, which tau2-run does not run (their episodes would be not_evaluated: no
+// reward to learn from). An error of another kind (the data cannot be read) is returned.
+func gradable(dataDir, domain string, tasks []*data.Task) ([]*data.Task, []leftOut, error) {
+	g := &goldgen.Generator{Domain: domain, DataDir: dataDir}
+	grader, err := evaluator.NewGrader(evaluator.Options{Domain: domain, DataDir: dataDir})
+	if err != nil {
+		return nil, nil, fmt.Errorf("grader for %s: %w", domain, err)
+	}
+	var kept []*data.Task
+	var left []leftOut
+tasks:
+	for _, t := range tasks {
+		for _, v := range []goldgen.Variant{goldgen.Gold, goldgen.DropLastWrite, goldgen.ChangeArg, goldgen.NoActions} {
+			if v != goldgen.Gold && !g.Applicable(t, v) {
+				continue
+			}
+			run, err := g.Build(t, v, 0)
+			if err != nil {
+				left = append(left, leftOut{t.ID, fmt.Sprintf("its %s actions cannot be played: %v", v, err)})
+				continue tasks
+			}
+			info, err := grader.Evaluate(context.Background(), t, run.Messages, run.Termination)
+			switch {
+			case errors.Is(err, evaluator.ErrEvaluation):
+				left = append(left, leftOut{t.ID, fmt.Sprintf("τ²'s evaluator cannot grade an episode with the %s mistake (%v)", v, err)})
+				continue tasks
+			case err != nil:
+				return nil, nil, fmt.Errorf("grading the %s actions of task %s: %w", v, t.ID, err)
+			case v == goldgen.Gold && info.Reward == nil:
+				left = append(left, leftOut{t.ID, "its reward needs the NL-assertion judge, which tau2-run does not run"})
+				continue tasks
+			}
+		}
+		kept = append(kept, t)
+	}
+	return kept, left, nil
+}
+
+// reportLeftOut says which tasks gradable set aside and why, one line per reason, so that a
+// smaller task count or a missing task id is never a surprise.
+func reportLeftOut(domain, split string, left []leftOut) {
+	if len(left) == 0 {
+		return
+	}
+	fmt.Printf("tau2-run: leaving out %d task(s) of %s/%s that this run cannot grade:\n", len(left), domain, split)
+	var reasons []string
+	ids := map[string][]string{}
+	for _, l := range left {
+		if _, ok := ids[l.why]; !ok {
+			reasons = append(reasons, l.why)
+		}
+		ids[l.why] = append(ids[l.why], l.id)
+	}
+	for _, r := range reasons {
+		fmt.Printf("  %s: %s\n", strings.Join(ids[r], ", "), r)
+	}
+}
+
+// runTasks is the task list of `tau2-run` (the pipeline): the split's gradable tasks, as a
+// YAML list for admission.tasks[0].task_ids, or "" when every task of the split is gradable.
+func runTasks(dataDir, domain, split string) (string, error) {
+	tasks, err := data.LoadSplit(dataDir, domain, data.Head, split)
+	if err != nil {
+		return "", fmt.Errorf("tasks of %s/%s: %w", domain, split, err)
+	}
+	kept, left, err := gradable(dataDir, domain, tasks)
+	if err != nil {
+		return "", err
+	}
+	reportLeftOut(domain, split, left)
+	if len(kept) == 0 {
+		return "", fmt.Errorf("none of the %d tasks of %s/%s can be graded without an NL judge", len(tasks), domain, split)
+	}
+	if len(left) == 0 {
+		return "", nil
+	}
+	ids := make([]string, len(kept))
+	for i, t := range kept {
+		ids[i] = t.ID
+	}
+	return yamlList(ids), nil
 }

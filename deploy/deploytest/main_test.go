@@ -47,6 +47,9 @@ func needTool(t *testing.T, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
+		if os.Getenv("TAU2RL_REQUIRE_TOOLS") != "" {
+			t.Fatalf("%s is not installed and TAU2RL_REQUIRE_TOOLS is set (CI): this test must run (make deps DEPS_ARGS=--yes installs Debian package %s)", name, debPackage[name])
+		}
 		t.Skipf("%s is not installed (make deps installs it: Debian package %s)", name, debPackage[name])
 	}
 	return p
