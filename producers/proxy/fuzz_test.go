@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"tau2rl/lib/inference/chattemplate"
@@ -39,9 +40,12 @@ func FuzzReadChat(f *testing.F) {
 	})
 }
 
-// FuzzCredentials: any Authorization header parses or is a 400.
+// FuzzCredentials: any Authorization header parses or is a 400 that
+// quotes no part of the header (it carries the key); accepted names obey
+// the id rules.
 func FuzzCredentials(f *testing.F) {
-	for _, s := range []string{"Bearer sk", "Bearer sk;session=a;task=t%20x;group=g;trial=3;domain=airline", "Bearer session=a", "Bearer ;;=", "Basic xyz", "Bearer k;trial=-1", "Bearer k;x=%zz"} {
+	for _, s := range []string{"Bearer sk", "Bearer sk;session=a;task=t%20x;group=g;trial=3;domain=airline", "Bearer session=a", "Bearer ;;=", "Basic xyz", "Bearer k;trial=-1", "Bearer k;x=%zz",
+		"Bearer c2stc2VjcmV0==", "Bearer k;session=%FF", "Bearer k;session=a%00b", "Bearer secretkey;secretfield=1"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, auth string) {
@@ -53,6 +57,24 @@ func FuzzCredentials(f *testing.F) {
 		}
 		if err == nil && meta.Trial < 0 {
 			t.Fatalf("negative trial accepted")
+		}
+		if err == nil {
+			for _, id := range []string{meta.ID, meta.Task, meta.Group} {
+				if id != "" && checkID("id", id) != nil {
+					t.Fatalf("id %q accepted against the rules", id)
+				}
+			}
+		}
+		if err != nil {
+			token := strings.TrimPrefix(auth, "Bearer ")
+			for _, part := range strings.FieldsFunc(token, func(r rune) bool { return r == ';' || r == '=' }) {
+				// Runs of lowercase letters and spaces may be words of
+				// the message itself ("bearer", "session").
+				words := strings.Trim(part, "abcdefghijklmnopqrstuvwxyz ") == ""
+				if len(part) >= 6 && !words && strings.Contains(err.Message, part) {
+					t.Fatalf("error %q quotes %q from the header", err.Message, part)
+				}
+			}
 		}
 	})
 }

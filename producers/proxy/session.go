@@ -408,8 +408,9 @@ func writeCanonical(dst *bytes.Buffer, v any) {
 }
 
 // canonicalNumber writes a JSON number by its exact decimal value, as
-// significant digits and a power of ten (0.D × 10^E, written DeE): 1, 1.0,
-// 1e0, 10E-1 and 0.1e1 are all "1e1"; -0 and 0.0 are "0". Exact, unlike a float64 round trip (large integers that
+// significant digits and a power of ten (0.D × 10^E, written 0.DeE, a JSON
+// number of the same value): 1, 1.0, 1e0, 10E-1 and 0.1e1 are all "0.1e1";
+// -0 and 0.0 are "0". Exact, unlike a float64 round trip (large integers that
 // differ stay different), and linear in the number's length. An exponent
 // too large for an int64 (no client writes one) keeps the number's text.
 func canonicalNumber(s string) string {
@@ -430,8 +431,7 @@ func canonicalNumber(s string) string {
 	}
 	// value = 0.digits × 10^(exp + len(intPart) − leading zeros dropped)
 	point := exp + int64(len(intPart)) - int64(len(intPart+frac)-len(digits))
-	trimmed := strings.TrimRight(digits, "0")
-	out := trimmed + "e" + strconv.FormatInt(point, 10)
+	out := "0." + strings.TrimRight(digits, "0") + "e" + strconv.FormatInt(point, 10)
 	if neg {
 		out = "-" + out
 	}

@@ -32,6 +32,21 @@ func TestContentText(t *testing.T) {
 	}
 }
 
+// JoinContentText joins text parts with the engine's separator (SGLang " ",
+// vLLM "\n"); a string content is returned as it is.
+func TestJoinContentText(t *testing.T) {
+	parts := json.RawMessage(`[{"type":"text","text":"reservations?"},{"type":"text","text":"I am"},{"type":"text","text":""}]`)
+	for _, sep := range []string{" ", "\n", ""} {
+		got, err := JoinContentText(parts, sep)
+		if want := "reservations?" + sep + "I am" + sep; err != nil || got != want {
+			t.Errorf("sep %q: %q %v, want %q", sep, got, err, want)
+		}
+	}
+	if got, err := JoinContentText(json.RawMessage(`"a b"`), "\n"); err != nil || got != "a b" {
+		t.Errorf("string content: %q %v", got, err)
+	}
+}
+
 func TestFromWire(t *testing.T) {
 	var wire []WireMessage
 	if err := json.Unmarshal([]byte(`[
