@@ -158,24 +158,37 @@ func checkResponsesConversation(t *testing.T, tr *schemas.Trajectory, input []re
 }
 
 // The OpenAI Agents SDK with its default model provider (the Responses
-// API), unmodified, streamed and not: it runs to its final output and its
-// trajectory is token-exact, without drift.
+// API), unmodified, streamed and not, and chained (a second run continuing
+// the first's last response by previousResponseId, the SDK sending only the
+// new items): it runs to its final output and its trajectory is token-exact,
+// every prompt extending the previous call's (no drift).
 func TestResponsesAgentsSDK(t *testing.T) {
 	needNodeClients(t)
-	for _, stream := range []bool{false, true} {
-		name := map[bool]string{false: "create", true: "stream"}[stream]
-		t.Run(name, func(t *testing.T) {
+	const final = "I found both reservations; they are confirmed."
+	for _, tc := range []struct {
+		name   string
+		stream bool
+		chain  string
+		calls  int
+	}{{"create", false, "", 3}, {"stream", true, "", 3}, {"chained", false, "Thanks. Look again, please.", 6}} {
+		t.Run(tc.name, func(t *testing.T) {
 			e := airlineEnv(t)
 			h := newHarness(t, airlineScript())
 			var out struct {
 				FinalOutput string `json:"finalOutput"`
 				Items       int    `json:"items"`
+				Chained     string `json:"chained"`
+				Previous    int    `json:"sentPrevious"`
 			}
-			sid := "agents-responses-" + name
+			sid := "agents-responses-" + tc.name
 			runNode(t, "agents_responses.mjs", map[string]any{"baseURL": h.url + "/v1", "apiKey": "sk-any;session=" + sid + ";task=airline-7",
-				"toolsURL": toolServer(t, e), "system": "You are an airline agent.", "user": "What are my reservations? I am " + airlineUser, "stream": stream}, &out)
-			if out.FinalOutput != "I found both reservations; they are confirmed." {
-				t.Fatalf("final output %q", out.FinalOutput)
+				"toolsURL": toolServer(t, e), "system": "You are an airline agent.", "user": "What are my reservations? I am " + airlineUser,
+				"stream": tc.stream, "chain": tc.chain}, &out)
+			if out.FinalOutput != final || (tc.chain != "" && out.Chained != final) {
+				t.Fatalf("final output %q, chained %q", out.FinalOutput, out.Chained)
+			}
+			if wantPrev := map[bool]int{false: 0, true: 3}[tc.chain != ""]; out.Previous != wantPrev {
+				t.Fatalf("%d requests carried previous_response_id, want %d", out.Previous, wantPrev)
 			}
 			h.finish(t, sid, 0.5)
 			trajs := trajectories(t, h.kc, 1, 10*time.Second)
@@ -184,8 +197,8 @@ func TestResponsesAgentsSDK(t *testing.T) {
 			}
 			tr := archive(t, trajs)[0]
 			checkTokenExact(t, h.tok, tr, h.got.all(), nil)
-			if len(tr.Calls) != 3 || tr.Reward != 0.5 || tr.Tags["template_drift"] != "" {
-				t.Fatalf("%d calls, reward %v, tags %v", len(tr.Calls), tr.Reward, tr.Tags)
+			if len(tr.Calls) != tc.calls || tr.Reward != 0.5 || tr.Tags["template_drift"] != "" {
+				t.Fatalf("%d calls (want %d), reward %v, tags %v", len(tr.Calls), tc.calls, tr.Reward, tr.Tags)
 			}
 		})
 	}

@@ -1,15 +1,24 @@
 // The OpenAI Agents SDK (@openai/agents), unmodified, with its default model
 // provider — the Responses API — against the proxy: an Agent with two τ²
 // airline tools (executed by the Go test's tool server) run to its final
-// output, streamed or not.
+// output, streamed or not; with chain, run again with a follow-up from the
+// first run's last response (previousResponseId: the SDK then sends only the
+// new items, with previous_response_id).
 //
-// usage: node agents_responses.mjs CONFIG_JSON   {baseURL, apiKey, toolsURL, system, user, stream}
-// Prints {"finalOutput": "...", "items": N} on stdout.
+// usage: node agents_responses.mjs CONFIG_JSON   {baseURL, apiKey, toolsURL, system, user, stream, chain}
+// Prints {"finalOutput": "...", "items": N, "chained": "...", "sentPrevious": N} on stdout.
 import OpenAI from 'openai';
 import { Agent, run, tool, setDefaultOpenAIClient, setTracingDisabled } from '@openai/agents';
 
 const cfg = JSON.parse(process.argv[2]);
-setDefaultOpenAIClient(new OpenAI({ baseURL: cfg.baseURL, apiKey: cfg.apiKey, maxRetries: 0 }));
+// The fetch the client is given only counts the requests that carry
+// previous_response_id; the SDKs are used as shipped.
+let sentPrevious = 0;
+const countingFetch = async (url, init) => {
+  if (typeof init?.body === 'string' && JSON.parse(init.body).previous_response_id) sentPrevious++;
+  return fetch(url, init);
+};
+setDefaultOpenAIClient(new OpenAI({ baseURL: cfg.baseURL, apiKey: cfg.apiKey, maxRetries: 0, fetch: countingFetch }));
 setTracingDisabled(true);
 
 const schemas = await (await fetch(cfg.toolsURL + '/tools')).json();
@@ -44,4 +53,10 @@ if (cfg.stream) {
 } else {
   result = await run(agent, cfg.user, { maxTurns: 8 });
 }
-process.stdout.write(JSON.stringify({ finalOutput: result.finalOutput, items: result.newItems.length }));
+let chained = '';
+if (cfg.chain) {
+  if (!result.lastResponseId) throw new Error('no lastResponseId');
+  const again = await run(agent, cfg.chain, { maxTurns: 8, previousResponseId: result.lastResponseId });
+  chained = again.finalOutput;
+}
+process.stdout.write(JSON.stringify({ finalOutput: result.finalOutput, items: result.newItems.length, chained, sentPrevious }));
