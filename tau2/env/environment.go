@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"tau2rl/tau2/data"
 	"tau2rl/tau2/pyjson"
 )
 
@@ -40,6 +41,12 @@ type Environment struct {
 	// function, and by orchestrators after each step. Nil for domains
 	// without coupling (airline, retail, mock).
 	SyncHook func(e *Environment) error
+	// TaskSetup, when set, adapts a fresh environment to the task it will
+	// run or grade, before the task's initial state: banking_knowledge's
+	// golden_retrieval policy (the task's required documents) and the
+	// read-log allowlist derived from the gold actions (τ²'s
+	// _build_env_kwargs). evaluator.InitializeEnv calls it.
+	TaskSetup func(e *Environment, task *data.Task) error
 }
 
 // Sync runs the domain's sync hook, if any.

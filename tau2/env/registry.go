@@ -15,6 +15,11 @@ type Options struct {
 	DataDir string `yaml:"data_dir"`
 	// Solo builds the environment in τ²'s solo mode (telecom, mock).
 	Solo bool `yaml:"solo"`
+	// Retrieval is banking_knowledge's retrieval configuration (τ²'s
+	// --retrieval-config: no_knowledge, full_kb, golden_retrieval,
+	// grep_only, bm25, bm25_grep); empty means the domain's default. Other
+	// domains ignore it.
+	Retrieval string `yaml:"retrieval_config"`
 }
 
 // Constructor builds a fresh environment for one episode. Implementations

@@ -109,10 +109,16 @@ func anySlice[T any](l []T) []any {
 	return out
 }
 
-// InitializeEnv applies a task's initialization_data and runs its
+// InitializeEnv runs the environment's TaskSetup hook (if any), applies a
+// task's initialization_data and runs its
 // initialization_actions (each followed by sync), the first two steps of
 // τ²'s set_state. A failing initialization action is an evaluation error.
 func InitializeEnv(e *env.Environment, task *data.Task) error {
+	if e.TaskSetup != nil {
+		if err := e.TaskSetup(e, task); err != nil {
+			return evalErr("task %s: environment setup: %v", task.ID, err)
+		}
+	}
 	st := task.InitialState
 	if st == nil {
 		return nil

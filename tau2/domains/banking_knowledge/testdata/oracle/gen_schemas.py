@@ -102,5 +102,5 @@ res = {}
 for cls in (T.KnowledgeTools, T.KnowledgeUserTools, M.KBSearchMixin, M.GrepMixin, M.KBSearchBm25AllToolsMixin, M.KBSearchDenseAllToolsMixin, M.ShellMixin, M.RewriteContextMixin):
     for s in tools_of(cls):
         res[s["function"]["name"]] = s
-json.dump(res, open(sys.argv[1], "w"), indent=1, ensure_ascii=False)
+json.dump(list(res.values()), open(sys.argv[1], "w"), indent=1, ensure_ascii=False)
 open(sys.argv[1], "a").write("\n")
