@@ -30,8 +30,9 @@ const experimentUsage = `tau2-run experiment — does the loop learn? SFT, then 
 
 Runs, each binary its own process beside one tau2-broker, in 'dir'/<timestamp>/:
   0. tasks: one list for every stage — domain/split, restricted to task_ids when set, to the
-     tasks with a state-changing expected action (write_tasks_only, default true), and to the
-     first 'tasks';
+     tasks with a state-changing expected action (write_tasks_only, default true), to the tasks
+     the run can grade (no NL judge is run; a task whose grading fails when the policy errs is
+     left out, saying why), and to the first 'tasks';
   1. demonstrations: tau2-producer self_driven.* plays them demo_trials times with the SCRIPTED
      policy (tau2-scripted-llm at agent_error_rate) against the scripted user simulator;
      tau2-archiver writes them (demos/); tau2-archiver release cuts release/;
