@@ -116,8 +116,8 @@ func BenchmarkServeTau2(b *testing.B) {
 			for _, s := range serveLoads(b) {
 				for _, mma := range mmas {
 					for _, own := range owns {
-						if own && !mma {
-							continue
+						if !mma && own != owns[0] {
+							continue // the CUDA-core path has no own-blocks choice: run it once
 						}
 						for _, pol := range policies {
 							d.captureAfter, d.noMMA, d.ownMMA = pol, !mma, own
