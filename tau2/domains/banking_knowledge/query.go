@@ -179,4 +179,3 @@ func isQueryable(table string) bool {
 func byField(field, value string) string {
 	return `{"` + field + `": "` + value + `"}`
 }
-
