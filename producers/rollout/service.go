@@ -39,6 +39,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"tau2rl/lib/logs"
+	"tau2rl/lib/seen"
 	"tau2rl/lib/stream"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/lib/uuid"
@@ -117,6 +118,14 @@ type Summary struct {
 	Episodes, InfraErrors                                      int
 }
 
+// recentRequests is how many completed request ids the service remembers (lib/seen: the last n,
+// first in first out) to drop a redelivered request it already published. A redelivery comes
+// after a rebalance from the partition's committed offset, which trails the newest published
+// request by the requests finished behind the oldest one still running: with `concurrency`
+// episodes (default 1024) in flight, normally far fewer than this. An older copy is run again
+// and its trajectories are dropped by id downstream (archiver, trainer).
+const recentRequests = 4096
+
 // Service is the rollout producer.
 type Service struct {
 	cfg   Config
@@ -130,7 +139,7 @@ type Service struct {
 	commitMu sync.Mutex
 	mu       sync.Mutex
 	inflight map[string]*group // by request id
-	recent   *recentIDs
+	recent   *seen.Set[string] // completed request ids, the last recentRequests (lib/seen)
 	summary  Summary
 	fatal    chan error
 }
@@ -165,7 +174,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 		cfg: cfg, d: d, m: d.Metrics, log: d.Log.With("component", "producer"),
 		shape: shaping.Config{TurnDiscount: cfg.Econfig.TurnDiscount, InvalidFormatPenalty: cfg.Econfig.InvalidFormatPenalty},
 		sem:   semaphore.NewWeighted(int64(cfg.MaxConcurrentEpisodes)), tr: stream.NewWatermark(stream.RedeliveryRestart),
-		inflight: map[string]*group{}, recent: newRecentIDs(4096), fatal: make(chan error, 1),
+		inflight: map[string]*group{}, recent: seen.New[string](recentRequests), fatal: make(chan error, 1),
 	}, nil
 }
 
@@ -290,7 +299,7 @@ func (s *Service) handle(ctx, work context.Context, msg stream.Message, wg *sync
 		s.count(func(sm *Summary) { sm.Duplicates++ })
 		return 0, nil
 	}
-	dup := s.recent.has(req.RequestID)
+	dup := s.recent.Has(req.RequestID)
 	s.mu.Unlock()
 	if dup {
 		s.m.Requests.WithLabelValues("duplicate").Inc()
@@ -418,7 +427,7 @@ func (s *Service) runGroup(work context.Context, runner EpisodeRunner, task *dat
 		return
 	}
 	s.mu.Lock()
-	s.recent.add(req.RequestID)
+	s.recent.Add(req.RequestID)
 	tickets, ticks := g.tickets, g.ticks
 	s.summary.Published++
 	s.mu.Unlock()
@@ -560,29 +569,4 @@ func TrialSeed(requestID string, trial int) int64 {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s/%d", requestID, trial)
 	return int64(h.Sum64() % 1_000_001)
-}
-
-// recentIDs remembers the last n completed request ids.
-type recentIDs struct {
-	ring []string
-	set  map[string]bool
-	next int
-}
-
-func newRecentIDs(n int) *recentIDs {
-	return &recentIDs{ring: make([]string, n), set: map[string]bool{}}
-}
-
-func (r *recentIDs) has(id string) bool { return r.set[id] }
-
-func (r *recentIDs) add(id string) {
-	if r.set[id] {
-		return
-	}
-	if old := r.ring[r.next]; old != "" {
-		delete(r.set, old)
-	}
-	r.ring[r.next] = id
-	r.set[id] = true
-	r.next = (r.next + 1) % len(r.ring)
 }

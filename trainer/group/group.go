@@ -6,7 +6,8 @@
 //     when it holds Size members; members beyond Size start the next group of the same task (two
 //     requests for one task may be in flight).
 //   - Redelivered duplicates are ignored by trajectory id (at-least-once delivery). The id set is
-//     bounded: it remembers at least DedupeCapacity ids.
+//     bounded: it remembers the last DedupeCapacity ids (lib/seen: by count, first in first out;
+//     a redelivery follows its original within one consumer session, far fewer ids later).
 //   - Episodes that cannot be trained on (status infra_error or not_evaluated) never become
 //     members, but they count toward their group's Size: a producer runs a request's episodes
 //     once and publishes them together, so they will not be replaced, and waiting for Size
@@ -23,6 +24,7 @@ import (
 	"fmt"
 	"time"
 
+	"tau2rl/lib/seen"
 	"tau2rl/schemas"
 )
 
@@ -46,7 +48,8 @@ type Config struct {
 	// MinSize is the fewest members a timed-out group may be trained with. Default 2 (a group
 	// baseline needs two episodes).
 	MinSize int `yaml:"min_size"`
-	// DedupeCapacity is how many trajectory ids are remembered for de-duplication. Default 1<<20.
+	// DedupeCapacity is how many trajectory ids are remembered for de-duplication: the last
+	// DedupeCapacity ids added (lib/seen's rule). Default 1<<20.
 	DedupeCapacity int `yaml:"dedupe_capacity"`
 }
 
@@ -138,8 +141,8 @@ func IsStale(t *schemas.Trajectory, version, maxOff int64) bool {
 type Grouper struct {
 	cfg     Config
 	open    map[string]*Group
-	order   []string // keys of open groups in order of first arrival (for Expire)
-	seen    idSet
+	order   []string          // keys of open groups in order of first arrival (for Expire)
+	ids     *seen.Set[string] // trajectory ids added or remembered
 	pending int
 }
 
@@ -148,14 +151,14 @@ func New(cfg Config) (*Grouper, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Grouper{cfg: cfg, open: map[string]*Group{}, seen: newIDSet(cfg.DedupeCapacity)}, nil
+	return &Grouper{cfg: cfg, open: map[string]*Group{}, ids: seen.New[string](cfg.DedupeCapacity)}, nil
 }
 
 // Remember marks ids as already seen (e.g. trained before a restart), so redeliveries are
 // reported as Duplicate.
 func (g *Grouper) Remember(ids ...string) {
 	for _, id := range ids {
-		g.seen.add(id)
+		g.ids.Add(id)
 	}
 }
 
@@ -165,10 +168,9 @@ func (g *Grouper) Remember(ids ...string) {
 // MinSize members, even none: the caller drops it then.
 func (g *Grouper) Add(m Member, now time.Time, version, maxOff int64) (*Group, Verdict) {
 	t := m.Traj
-	if g.seen.has(t.ID) {
+	if !g.ids.Add(t.ID) {
 		return nil, Duplicate
 	}
-	g.seen.add(t.ID)
 	if t.Status != schemas.StatusOK {
 		grp := g.openGroup(t, now)
 		grp.Excluded++

@@ -169,17 +169,18 @@ func TestRememberAndBoundedIDs(t *testing.T) {
 	if _, v := g.Add(Member{Traj: ok("done", "1")}, time.Now(), 3, 2); v != Duplicate {
 		t.Fatalf("remembered id: %v", v)
 	}
-	s := newIDSet(2)
-	for _, id := range []string{"a", "b", "c"} {
-		s.add(id)
+	// The bound is lib/seen's: exactly the last DedupeCapacity ids. A copy of "done" after four
+	// newer ids is no longer a duplicate (two generations of maps remembered it up to 2n−1 ids).
+	for _, id := range []string{"a", "b", "c", "d"} {
+		if _, v := g.Add(Member{Traj: ok(id, "2")}, time.Now(), 3, 2); v == Duplicate {
+			t.Fatalf("new id %s: %v", id, v)
+		}
 	}
-	if !s.has("a") || !s.has("b") || !s.has("c") {
-		t.Fatal("forgot an id within two generations")
+	if _, v := g.Add(Member{Traj: ok("a", "2")}, time.Now(), 3, 2); v != Duplicate {
+		t.Fatalf("id within the last %d: %v", cfg.DedupeCapacity, v)
 	}
-	s.add("d")
-	s.add("e")
-	if s.has("a") {
-		t.Fatal("did not forget the oldest generation")
+	if _, v := g.Add(Member{Traj: ok("done", "1")}, time.Now(), 3, 2); v == Duplicate {
+		t.Fatal("remembered an id more than dedupe_capacity ids back")
 	}
 }
 
