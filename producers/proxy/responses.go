@@ -82,9 +82,10 @@ type responsesCall struct {
 }
 
 // storedResponses is how many responses a session keeps for
-// previous_response_id (most recent first out of the window). Each holds
-// its conversation as message structs whose strings are shared with the
-// session's states, so the cost is a few hundred bytes per message.
+// previous_response_id; beyond it the oldest goes. Each holds its
+// conversation as message structs whose text is shared with the previous
+// stored conversation where equal (put), so a linear conversation costs
+// one copy of its text plus a hundred-odd bytes per message per response.
 const storedResponses = 16
 
 // responseStore is a session's stored responses, guarded by the session's
@@ -108,8 +109,33 @@ func (rs *responseStore) put(id string, conv []chattemplate.Message) {
 		delete(rs.conv, rs.ids[0])
 		rs.ids = rs.ids[1:]
 	}
+	if n := len(rs.ids); n > 0 {
+		shareText(conv, rs.conv[rs.ids[n-1]])
+	}
 	rs.ids = append(rs.ids, id)
 	rs.conv[id] = conv
+}
+
+// shareText makes conv's strings and arguments those of prev where they
+// are equal, message by message: each stored conversation repeats the one
+// before it (a full-input client sends, and a previous_response_id chain
+// stores, the whole conversation every time), and would otherwise hold its
+// own copy of all of its text.
+func shareText(conv, prev []chattemplate.Message) {
+	for i := range min(len(conv), len(prev)) {
+		c, p := &conv[i], &prev[i]
+		if c.Content == p.Content {
+			c.Content = p.Content
+		}
+		if c.ReasoningContent != nil && p.ReasoningContent != nil && *c.ReasoningContent == *p.ReasoningContent {
+			c.ReasoningContent = p.ReasoningContent
+		}
+		for k := range min(len(c.ToolCalls), len(p.ToolCalls)) {
+			if bytes.Equal(c.ToolCalls[k].Function.Arguments, p.ToolCalls[k].Function.Arguments) {
+				c.ToolCalls[k].Function.Arguments = p.ToolCalls[k].Function.Arguments
+			}
+		}
+	}
 }
 
 // readBody reads a request body within limits.max_request_bytes.

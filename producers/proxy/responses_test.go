@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
+	"unsafe"
 
 	"tau2rl/lib/inference/chattemplate"
 )
@@ -200,6 +203,36 @@ func TestResponsesRenderAsChat(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A session keeps its last storedResponses responses, and successive
+// conversations share their text instead of each holding a copy.
+func TestResponseStore(t *testing.T) {
+	var rs responseStore
+	conv := func(n int) []chattemplate.Message {
+		var out []chattemplate.Message
+		for i := range n {
+			// Fresh strings, as each request decodes its own.
+			out = append(out, chattemplate.Message{Role: chattemplate.RoleUser, Content: strings.Repeat("x", 100) + strconv.Itoa(i)})
+		}
+		return out
+	}
+	for i := range storedResponses + 3 {
+		rs.put("resp_"+strconv.Itoa(i), conv(i+1))
+	}
+	if _, ok := rs.get("resp_2"); ok {
+		t.Fatal("resp_2 kept beyond the window")
+	}
+	a, okA := rs.get("resp_3")
+	b, okB := rs.get("resp_" + strconv.Itoa(storedResponses+2))
+	if !okA || !okB || len(rs.ids) != storedResponses || len(rs.conv) != storedResponses {
+		t.Fatalf("window: %v %v, %d ids, %d kept", okA, okB, len(rs.ids), len(rs.conv))
+	}
+	for i := range a {
+		if a[i].Content != b[i].Content || unsafe.StringData(a[i].Content) != unsafe.StringData(b[i].Content) {
+			t.Fatalf("message %d: stored conversations do not share their text", i)
+		}
 	}
 }
 
