@@ -414,13 +414,14 @@ func writeCanonical(dst *bytes.Buffer, v any) {
 // differ stay different), and linear in the number's length. An exponent
 // too large for an int64 (no client writes one) keeps the number's text.
 func canonicalNumber(s string) string {
+	text := s
 	neg := strings.HasPrefix(s, "-")
 	s = strings.TrimPrefix(s, "-")
 	mant, exp := s, int64(0)
 	if i := strings.IndexAny(s, "eE"); i >= 0 {
 		e, err := strconv.ParseInt(strings.TrimPrefix(s[i+1:], "+"), 10, 64)
 		if err != nil || e > 1<<60 || e < -(1<<60) {
-			return s
+			return text
 		}
 		mant, exp = s[:i], e
 	}
