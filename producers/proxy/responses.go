@@ -684,7 +684,8 @@ func (s *Server) previousResponse(meta SessionMeta, key, id string) (*session, [
 	notFound := &APIError{Status: http.StatusBadRequest, Type: errInvalidRequest, Code: "previous_response_not_found", Param: "previous_response_id",
 		Message: fmt.Sprintf("Previous response with id %q not found (responses are kept in their session, the last %d of each, unless store is false).", id, storedResponses)}
 	if meta.ID == "" {
-		return nil, nil, notFound
+		_, err := s.acquire(meta, key) // the missing-session error
+		return nil, nil, err
 	}
 	s.mu.Lock()
 	_, open := s.sessions[meta.ID]

@@ -320,6 +320,8 @@ func TestResponsesPreviousAndErrors(t *testing.T) {
 	wantError(code, out, 400, "", "")
 	code, out = h.do(t, http.MethodGet, "/v1/responses", "session=c", nil)
 	wantError(code, out, 405, "", "")
+	code, out = h.do(t, http.MethodPost, "/v1/responses", "", map[string]any{"input": "x", "previous_response_id": stored["id"]})
+	wantError(code, out, 400, "", "missing_session")
 	// After the finish, the session's responses are gone with it.
 	h.finish(t, "a", 1)
 	code, out = post("a", map[string]any{"input": "again", "previous_response_id": next["id"]})
