@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"tau2rl/lib/inference/llmtest"
 	"tau2rl/producers/proxy"
 	"tau2rl/schemas"
 )
@@ -192,5 +193,27 @@ func TestOpenAIAgentsSDK(t *testing.T) {
 	checkTokenExact(t, h.tok, tr, h.got.all(), nil)
 	if len(tr.Calls) != 3 || tr.Reward != 0.5 {
 		t.Fatalf("%d calls, reward %v", len(tr.Calls), tr.Reward)
+	}
+}
+
+// The official openai npm package, with its default retries, sends a call
+// to an ended session once and gets a final error: 410 session_ended (a
+// 409 was sent three times: the SDK retries 409).
+func TestOpenAINodeClientEndedSessionNotRetried(t *testing.T) {
+	needNodeClients(t)
+	h := newHarness(t, llmtest.Constant(llmtest.Reply{Content: "ok"}))
+	if code, out := h.chat(t, "node-ended", userTurn("hi")); code != 200 {
+		t.Fatalf("%d %v", code, out)
+	}
+	h.finish(t, "node-ended", 1)
+	var got struct {
+		Status int    `json:"status"`
+		Code   string `json:"code"`
+		Sends  int    `json:"sends"`
+		MS     int    `json:"ms"`
+	}
+	runNode(t, "ended.mjs", map[string]any{"baseURL": h.url + "/v1", "apiKey": "sk-unused;session=node-ended"}, &got)
+	if got.Status != 410 || got.Code != "session_ended" || got.Sends != 1 {
+		t.Fatalf("the SDK got %d %q after %d sends (%d ms); want one send answered 410 session_ended", got.Status, got.Code, got.Sends, got.MS)
 	}
 }
