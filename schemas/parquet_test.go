@@ -351,3 +351,37 @@ func TestParquetChangedTypeIsCorrupt(t *testing.T) {
 		t.Fatalf("file with the contract's types rejected: %v", err)
 	}
 }
+
+// TestParquetWriterOptionsValidate: every setting NewParquetWriter refuses is reported by its
+// configuration key (the archiver's and a release's `parquet` section), and the zero value is the
+// defaults.
+func TestParquetWriterOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mut  func(*ParquetWriterOptions)
+		want string // "" accepted
+	}{
+		{"defaults", func(*ParquetWriterOptions) {}, ""},
+		{"zero value", func(o *ParquetWriterOptions) { *o = ParquetWriterOptions{} }, ""},
+		{"every level", func(o *ParquetWriterOptions) { o.ZstdLevel = "best" }, ""},
+		{"lz4", func(o *ParquetWriterOptions) { o.ZstdLevel = "lz4" }, `parquet.zstd_level: "lz4" is not fastest, default, better or best`},
+		{"negative rows", func(o *ParquetWriterOptions) { o.RowGroupRows = -1 }, "parquet.row_group_rows: -1 must be ≥ 1"},
+		{"tiny page buffer", func(o *ParquetWriterOptions) { o.PageBufferSize = 100 }, "parquet.page_buffer_size: 100 must be ≥ 1 KiB"},
+		{"reserved key", func(o *ParquetWriterOptions) { o.Metadata = map[string]string{MetadataKeyVersion: "9.9"} }, "parquet.metadata: key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := DefaultParquetWriterOptions()
+			tc.mut(&o)
+			err := o.Validate()
+			_, werr := NewParquetWriter(io.Discard, o)
+			switch {
+			case tc.want == "" && (err != nil || werr != nil):
+				t.Fatalf("refused: %v / %v", err, werr)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("Validate: %v, want %q", err, tc.want)
+			case tc.want != "" && werr == nil:
+				t.Fatal("NewParquetWriter accepted what Validate refuses")
+			}
+		})
+	}
+}

@@ -42,8 +42,9 @@ type Config struct {
 	// DecodeWorkers decode Arrow messages in parallel (order is kept).
 	// Default 2.
 	DecodeWorkers int `yaml:"decode_workers"`
-	// Parquet tunes the files (compression level, row groups).
-	Parquet ParquetConfig `yaml:"parquet"`
+	// Parquet tunes the files: the one Parquet writer's settings (schemas.ParquetWriterOptions:
+	// zstd level, row groups, page buffers; defaults zstd fastest, 256 rows, 1 MiB).
+	Parquet schemas.ParquetWriterOptions `yaml:"parquet"`
 }
 
 // RollConfig says when a file is rolled (finalized and a new one started).
@@ -69,7 +70,7 @@ func DefaultConfig() Config {
 		DedupWindow:    1_000_000,
 		CommitInterval: time.Second,
 		DecodeWorkers:  2,
-		Parquet:        DefaultParquetConfig(),
+		Parquet:        schemas.DefaultParquetWriterOptions(),
 	}
 }
 

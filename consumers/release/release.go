@@ -116,6 +116,9 @@ func (c *Config) Validate() error {
 	if _, _, err := c.dates(); err != nil {
 		return err
 	}
+	if err := c.Parquet.Validate(); err != nil {
+		return err
+	}
 	return c.Filter.Validate()
 }
 

@@ -72,7 +72,7 @@ func TestPipelineRewardsThroughBrokerAndArchiver(t *testing.T) {
 	dir := t.TempDir()
 	acfg := archiver.DefaultConfig()
 	acfg.DatasetDir, acfg.Roll.MaxAge, acfg.CommitInterval = dir, 300*time.Millisecond, 50*time.Millisecond
-	sink, err := archiver.ParquetSink(archiver.DefaultParquetConfig())
+	sink, err := archiver.ParquetSink(schemas.DefaultParquetWriterOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
