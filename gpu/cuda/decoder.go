@@ -85,6 +85,7 @@ type Decoder struct {
 // decoderStats count where a Decoder's steps went (benchmarks and profiles).
 type decoderStats struct {
 	Steps, Captures, Replays, Eager int
+	CascadeGroups                   int // shared ranges read once for a group of decode tokens
 	CaptureSec, StepSec, PlanSec    float64
 }
 
@@ -497,6 +498,7 @@ type stepPlan struct {
 	// (t2_paged_attention_mma); nslots counts the partial slots of both kernels.
 	mitems, mrows []int32
 	nslots        int
+	groups        int // shared (cascade) ranges
 	rowIdx, topk  []int32
 	fparams       []float32
 	unif          []float64
@@ -699,6 +701,7 @@ func (d *Decoder) plan(seqs []gpu.ServeSeq) stepPlan {
 			p.unif = append(p.unif, s.Uniform)
 		}
 	}
+	p.groups = len(groups)
 	// The shared ranges' items: members in chunks of 64/g, each range split like the rest.
 	for gi, members := range groups {
 		var kr keyRange
@@ -763,6 +766,7 @@ func (d *Decoder) Step(seqs []gpu.ServeSeq) ([]gpu.Sampled, error) {
 	defer func() { d.st.Steps++; d.st.StepSec += nowSec() - t0 }()
 	p := d.plan(seqs)
 	d.st.PlanSec += nowSec() - t0
+	d.st.CascadeGroups += p.groups
 	nitems, nm, rows := len(p.items)/8, len(p.mitems)/8, len(p.rowIdx)
 	ints := p.itemInts()
 	if err := d.ensure(p.n, max(p.nslots, (len(ints)+7)/8), len(p.tables), rows); err != nil {
