@@ -12,6 +12,7 @@ import (
 	"tau2rl/tau2/env"
 
 	_ "tau2rl/tau2/domains/airline"
+	_ "tau2rl/tau2/domains/banking_knowledge"
 	_ "tau2rl/tau2/domains/mock"
 	_ "tau2rl/tau2/domains/retail"
 	_ "tau2rl/tau2/domains/telecom"

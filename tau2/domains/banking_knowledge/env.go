@@ -135,13 +135,8 @@ func loadTemplate(dir, name string) (string, error) {
 // goldenPolicy is golden_prompt: the task's required documents (by title,
 // else by id) inlined for {{required_documents}}.
 func (b *base) goldenPolicy(task *data.Task) string {
-	byTitle := map[string]knowledge.Document{}
-	for _, d := range b.kb.Docs {
-		if _, dup := byTitle[d.Title]; !dup {
-			byTitle[d.Title] = d
-		}
-	}
 	// title_to_doc is a dict comprehension: the last document of a title wins
+	byTitle := map[string]knowledge.Document{}
 	for _, d := range b.kb.Docs {
 		byTitle[d.Title] = d
 	}
@@ -317,3 +312,5 @@ func readLogAllowlist(task *data.Task) map[string]bool {
 	}
 	return out
 }
+
+func init() { env.Register(Domain, New) }

@@ -127,3 +127,24 @@ func copyObj(o *pyjson.Object) *pyjson.Object {
 	}
 	return pyjson.DeepCopy(o)
 }
+
+// TestEveryDiscoverableToolPorted: every discoverable tool of upstream's
+// toolkits (discoverable.json) has a Go body, and no body lacks metadata.
+func TestEveryDiscoverableToolPorted(t *testing.T) {
+	for side, meta := range map[string]map[string]*toolMeta{"agent": agentMeta, "user": userMeta} {
+		bodies := agentDiscoverable
+		if side == "user" {
+			bodies = userDiscoverable
+		}
+		for name, m := range meta {
+			if m.Discoverable && bodies[name] == nil {
+				t.Errorf("%s discoverable tool %s has no Go body", side, name)
+			}
+		}
+		for name := range bodies {
+			if m := meta[name]; m == nil || !m.Discoverable {
+				t.Errorf("%s: Go body %s is not an upstream discoverable tool", side, name)
+			}
+		}
+	}
+}

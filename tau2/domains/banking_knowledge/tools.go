@@ -218,9 +218,9 @@ func unlockDiscoverableAgentTool(db *DB, a *env.Args) (any, error) {
 		name + "' and the required arguments.", nil
 }
 
-// errNotPorted marks a discoverable tool whose body is not in the port; the
-// domain is not registered while any exists (see TestAllDiscoverablePorted).
-var errNotPorted = errors.New("banking_knowledge: discoverable tool not ported")
+// errNoBody is a discoverable tool in discoverable.json without a Go body;
+// TestEveryDiscoverableToolPorted keeps it from happening.
+var errNoBody = errors.New("banking_knowledge: discoverable tool without a Go body")
 
 func callDiscoverableAgentTool(db *DB, a *env.Args) (any, error) {
 	nameV := a.Raw("agent_tool_name")
@@ -245,7 +245,7 @@ func callDiscoverableAgentTool(db *DB, a *env.Args) (any, error) {
 	}
 	f := agentDiscoverable[name]
 	if f == nil {
-		return nil, fmt.Errorf("%w: %s", errNotPorted, name)
+		return nil, fmt.Errorf("%w: %s", errNoBody, name)
 	}
 	res, err := f(db, args)
 	var te *pyTypeError

@@ -61,6 +61,12 @@ def run(base, init_data, actions, calls):
     return {"results": results, "hash": get_dict_hash(db.model_dump())}
 
 
+def mutates(action):
+    cls = T.KnowledgeUserTools if action.get("requestor", "assistant") == "user" else T.KnowledgeTools
+    f = getattr(cls, action["name"], None)
+    return True if f is None else getattr(f, MUTATES_STATE_ATTR, True)
+
+
 def tool_meta(cls):
     out = []
     for name, f in inspect.getmembers(cls, predicate=inspect.isfunction):
@@ -90,6 +96,11 @@ def main():
         acts = ec.get("actions") or []
         init = (t.get("initial_state") or {}).get("initialization_data")
         golden[t["id"]] = run(base, init, acts, acts)
+        # drop the last state-mutating gold action (goldgen's drop_last_write)
+        mut = [i for i, a in enumerate(acts) if mutates(a)]
+        if mut:
+            rest = acts[: mut[-1]] + acts[mut[-1] + 1 :]
+            golden[t["id"]]["drop_last_write_hash"] = run(base, init, acts, rest)["hash"]
     (out / "tasks.json").write_text(json.dumps(golden, indent=1, ensure_ascii=False) + "\n")
     scen_path = HERE.parent / "scenarios.json"
     if scen_path.exists():

@@ -1,4 +1,5 @@
 """Stand-in for tau2.utils: τ²'s get_dict_hash and the pydantic update helper."""
+import copy
 import hashlib
 import json
 
@@ -15,5 +16,7 @@ def update_pydantic_model_with_dict(model, update_data):
             else:
                 a[k] = v
     d = model.model_dump()
-    merge(d, update_data)
+    # pydantic's model_validate builds new dicts for the Dict[...] fields, so
+    # the task's initialization data is never aliased into the DB.
+    merge(d, copy.deepcopy(update_data))
     return type(model).model_validate(d)
