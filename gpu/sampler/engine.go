@@ -228,8 +228,6 @@ func (e *Engine) ModelConfig() gpu.Config { return e.mcfg }
 // Tokenizer is the engine's tokenizer (nil when it has none).
 func (e *Engine) Tokenizer() *tokenizer.Tokenizer { return e.tok }
 
-func (e *Engine) blocksFor(tokens int) int { return (tokens + e.bs - 1) / e.bs }
-
 func (e *Engine) poke() {
 	select {
 	case e.wake <- struct{}{}:
