@@ -53,5 +53,13 @@ func compilePy(pattern string, caseSensitive bool) *regexp.Regexp {
 	if re, err := regexp.Compile(prefix + pattern); err == nil {
 		return re
 	}
-	return regexp.MustCompile(prefix + regexp.QuoteMeta(pattern))
+	if re, err := regexp.Compile(prefix + regexp.QuoteMeta(pattern)); err == nil {
+		return re
+	}
+	// Not even the literal compiles: the pattern is not valid UTF-8 (a lone
+	// surrogate from a JSON \ud800 escape). Python searches for that
+	// character, which valid UTF-8 documents cannot contain.
+	return matchNothing
 }
+
+var matchNothing = regexp.MustCompile(`[^\x00-\x{10FFFF}]`)

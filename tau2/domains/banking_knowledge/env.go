@@ -282,6 +282,9 @@ func New(opts env.Options) (*env.Environment, error) {
 		Agent:  env.Side{Toolkit: b.toolkit(v), DB: db},
 		User:   env.Side{Toolkit: b.userTools, DB: db},
 	}
+	if v.golden {
+		e.Policy = b.goldenPolicy(nil)
+	}
 	e.TaskSetup = func(e *env.Environment, task *data.Task) error {
 		if v.golden {
 			e.Policy = b.goldenPolicy(task)
