@@ -210,3 +210,15 @@ func TestPyTitleAndFormats(t *testing.T) {
 	}
 	_ = knowledge.Tokenize
 }
+
+// TestAnySplitIsAllTasks: the domain has no split_tasks.json; as upstream's
+// get_tasks, every split name selects all 97 tasks.
+func TestAnySplitIsAllTasks(t *testing.T) {
+	dir := tau2test.DataDir(t)
+	for _, split := range []string{"", "base", "test"} {
+		tasks, err := data.LoadSplit(dir, Domain, data.Head, split)
+		if err != nil || len(tasks) != 97 {
+			t.Errorf("split %q: %d tasks, %v", split, len(tasks), err)
+		}
+	}
+}
