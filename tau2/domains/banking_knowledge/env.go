@@ -67,7 +67,6 @@ type base struct {
 	kb      *knowledge.KB
 	bm25    *knowledge.BM25
 	prompts map[string]string // template name -> policy after component substitution
-	tasks   map[string]*data.Task
 
 	mu        sync.Mutex
 	toolkits  map[string]*env.Toolkit

@@ -1,7 +1,6 @@
 package banking_knowledge
 
 import (
-	"math"
 	"math/big"
 	"strconv"
 	"strings"
@@ -159,23 +158,6 @@ func pyIn(x, container any) (bool, bool) {
 
 // fmt2 is Python's f"{x:.2f}" for a float.
 func fmt2(x float64) string { return strconv.FormatFloat(x, 'f', 2, 64) }
-
-// fmtComma2 is Python's f"{x:,.2f}".
-func fmtComma2(x float64) string {
-	s := fmt2(math.Abs(x))
-	intPart, frac, _ := strings.Cut(s, ".")
-	var b strings.Builder
-	if x < 0 || (x == 0 && math.Signbit(x)) {
-		b.WriteByte('-')
-	}
-	for i, c := range intPart {
-		if i > 0 && (len(intPart)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String() + "." + frac
-}
 
 // floatRepr is Python's str(float).
 func floatRepr(x float64) string { return pyjson.FloatRepr(x) }
