@@ -11,12 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -26,6 +24,7 @@ import (
 
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/gpu"
+	"tau2rl/gpu/backends"
 	"tau2rl/gpu/sampler"
 	"tau2rl/gpu/sampler/httpapi"
 	"tau2rl/lib/inference/tokenizer"
@@ -113,8 +112,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("model (a checkpoint directory) is %w", required.ErrMissing)
 	case c.Listen == "":
 		return fmt.Errorf("listen is %w", required.ErrMissing)
-	case backends[c.Backend] == nil:
-		return fmt.Errorf("backend %q: want one of %s", c.Backend, backendNames())
+	case !backends.IsKnown(c.Backend):
+		return fmt.Errorf("backend %q: want one of %s", c.Backend, strings.Join(backends.Known(), ", "))
 	case c.KV.Blocks < 0:
 		return fmt.Errorf("kv.blocks %d must be ≥ 0", c.KV.Blocks)
 	case !(c.KV.MemoryFraction > 0 && c.KV.MemoryFraction < 1):
@@ -128,14 +127,6 @@ func (c *Config) Validate() error {
 	}
 	return gpu.KVCacheSpec{BlockSize: c.KV.BlockSize, NumBlocks: 1}.Validate()
 }
-
-// decoderFactory builds a backend's decoder; backend_*.go register them.
-type decoderFactory func(w *gpu.Weights, c *Config) (gpu.Decoder, error)
-
-var backends = map[string]decoderFactory{}
-
-// backendNames lists the backends this binary was built with.
-func backendNames() string { return strings.Join(slices.Sorted(maps.Keys(backends)), ", ") }
 
 func main() {
 	cfg := DefaultConfig()
@@ -204,6 +195,12 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config, bound chan<- string)
 	if err := resolveStartCheckpoint(cfg, rt.Log); err != nil {
 		return err
 	}
+	// A backend this binary was built without is refused before the weights load (exit status 2,
+	// saying which build has it).
+	be, err := backends.Get(cfg.Backend)
+	if err != nil {
+		return cli.Usage(err)
+	}
 	w, err := gpu.LoadWeights(cfg.Model)
 	if err != nil {
 		return fmt.Errorf("sampler: %w", err)
@@ -212,7 +209,8 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config, bound chan<- string)
 	if err != nil {
 		return fmt.Errorf("%w: tokenizer: %v", cli.ErrUsage, err)
 	}
-	dec, err := backends[cfg.Backend](w, cfg)
+	dec, err := be.Decoder(w, backends.KV{BlockSize: cfg.KV.BlockSize, Blocks: cfg.KV.Blocks,
+		MemoryFraction: cfg.KV.MemoryFraction, CPUTokens: cfg.KV.CPUTokens})
 	if err != nil {
 		return fmt.Errorf("sampler: %s backend: %w", cfg.Backend, err)
 	}

@@ -7,17 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
-	"slices"
-	"strings"
 
 	"tau2rl/gpu"
-	"tau2rl/gpu/collective"
+	"tau2rl/gpu/backends"
 	"tau2rl/gpu/cuda"
 	"tau2rl/lib/assets"
 	"tau2rl/lib/inference/llm"
-	"tau2rl/lib/required"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/tau2/data"
 	"tau2rl/trainer/admission"
@@ -25,6 +21,7 @@ import (
 	"tau2rl/trainer/feed"
 	"tau2rl/trainer/kafkaio"
 	"tau2rl/trainer/step"
+	"tau2rl/trainer/topology"
 
 	"tau2rl/cmd/internal/cli"
 )
@@ -73,19 +70,6 @@ Examples:
 
 Supervised fine-tuning from an archived dataset or a release: tau2-trainer sft --help`
 
-// ModelConfig says where the initial weights come from when no checkpoint exists yet.
-type ModelConfig struct {
-	// Path is a Hugging Face checkpoint directory (config.json + *.safetensors). Empty: random
-	// initialisation of Config.
-	Path string `yaml:"path"`
-	// Config is a config.json for random initialisation (deploy/models/qwen3-tiny/config.json:
-	// smoke runs). Path or Config is required: no built-in shape holds Qwen3's vocabulary and still
-	// fits a laptop, and a smaller vocabulary fails on the first real trajectory.
-	Config string `yaml:"config"`
-	// Seed seeds the random initialisation. Default 1.
-	Seed uint64 `yaml:"seed"`
-}
-
 // ReloadConfig names the inference servers to reload after each checkpoint.
 type ReloadConfig struct {
 	// Backend is "none" (default: nothing to reload), "sglang" or "vllm".
@@ -104,7 +88,7 @@ type Config struct {
 	// CUDA tunes the cuda backend.
 	CUDA cuda.Options `yaml:"cuda"`
 	// Model is the starting point when checkpoint.dir has no checkpoint.
-	Model ModelConfig `yaml:"model"`
+	Model topology.Model `yaml:"model"`
 	// Kafka is the transport.
 	Kafka tkafka.Config `yaml:"kafka"`
 	// ConsumerGroup is the trainer's consumer group. Default "trainer".
@@ -117,7 +101,7 @@ type Config struct {
 	Reload ReloadConfig `yaml:"reload"`
 	// Parallel trains on several GPUs of this host (data parallelism with sharded optimizer
 	// state). Default: one GPU.
-	Parallel ParallelConfig `yaml:"parallel"`
+	Parallel topology.Parallel `yaml:"parallel"`
 
 	step.Config `yaml:",inline"`
 }
@@ -127,37 +111,13 @@ func DefaultConfig() Config {
 	return Config{
 		Backend:       "cpu",
 		CUDA:          cuda.DefaultOptions(),
-		Model:         ModelConfig{Seed: 1},
+		Model:         topology.Model{Seed: 1},
 		Kafka:         tkafka.DefaultConfig(),
 		ConsumerGroup: kafkaio.DefaultGroup,
 		Reload:        ReloadConfig{Backend: "none"},
 		Config:        step.DefaultConfig(),
 	}
 }
-
-// backendFactory builds a model backend; cuda_backend.go registers "cuda" in -tags cuda builds.
-// comms makes the communicator of parallel.* for this backend's ranks (nil: no data parallelism).
-type backendFactory struct {
-	load   func(dir string, c *Config) (gpu.Backend, error)
-	random func(mc gpu.Config, seed uint64, c *Config) (gpu.Backend, error)
-	comms  func(c *Config) ([]collective.Comm, error)
-	// commID makes the unique id of a world spanning several hosts (the leader sends it to the
-	// followers in the step feed's welcome), and hostComms joins this host's ranks
-	// firstRank … firstRank+len(devices)−1 of a world of the given size with it. Both nil: the
-	// backend cannot train across hosts.
-	commID    func(c *Config) ([]byte, error)
-	hostComms func(c *Config, id []byte, firstRank, world int) ([]collective.Comm, error)
-	// shard, when set, builds data-parallel rank `rank` of `world` directly from host weights
-	// shared by all the process's ranks, never holding the whole optimizer state on one device
-	// (cuda.NewShard: how an 8B rank fits an 80 GB GPU). Without it a rank is built whole and
-	// gpu/dp shards it.
-	shard func(w *gpu.Weights, c *Config, rank, world int) (gpu.Backend, error)
-}
-
-var backends = map[string]backendFactory{}
-
-// backendNames lists the backends this binary was built with.
-func backendNames() string { return strings.Join(slices.Sorted(maps.Keys(backends)), ", ") }
 
 // stdout is where summaries go (a variable so tests can capture it).
 var stdout io.Writer = os.Stdout
@@ -168,7 +128,7 @@ func (c *Config) Validate() error {
 	// cuda: is checked whatever the backend: a config for a GPU node must validate on a CPU-only
 	// build too (whether this binary has the backend is checked when it is opened, still exit
 	// status 2), and a bad value should not wait for the day the backend is switched.
-	errs := []error{c.Config.Validate(), c.Kafka.Validate(), c.Parallel.validate(c.Backend, c.Checkpoint.DType), c.CUDA.Validate()}
+	errs := []error{c.Config.Validate(), c.Kafka.Validate(), c.Parallel.Validate(c.Backend, c.Checkpoint.DType), c.CUDA.Validate()}
 	if c.Backend != "cpu" && c.Backend != "cuda" {
 		errs = append(errs, fmt.Errorf("backend %q: want cpu or cuda", c.Backend))
 	}
@@ -184,18 +144,8 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("reload.backend %q: want none, sglang or vllm", c.Reload.Backend))
 	}
-	errs = append(errs, c.Model.validate())
+	errs = append(errs, c.Model.Validate())
 	return errors.Join(errs...)
-}
-
-// validate requires a starting point: model.path or model.config.
-func (m ModelConfig) validate() error {
-	if m.Path == "" && m.Config == "" {
-		return fmt.Errorf("model.path or model.config: %w (the starting point when the checkpoint directory holds none: "+
-			"model.path=/models/Qwen3-1.7B, a Hugging Face Qwen3 checkpoint; or model.config=deploy/models/qwen3-tiny/config.json, "+
-			"random weights of a tiny Qwen3 with the real vocabulary, for smoke runs)", required.ErrMissing)
-	}
-	return nil
 }
 
 // ConfigNotes says where the τ² task splits resolve (--print-config), as run will resolve them.
@@ -217,122 +167,41 @@ func main() {
 	})
 }
 
-// openBackend resumes from the latest checkpoint (weights, then optimizer state), or starts from
-// model.path or a random init. It is for one host (the leader of several is openLeader).
-func openBackend(cfg *Config, rt *cli.Runtime) (gpu.Backend, *checkpoint.State, error) {
-	f, err := factory(cfg)
+// topology is the trainer's part of cfg that opening its backend needs (trainer/topology).
+func (c *Config) topology(rt *cli.Runtime) topology.Settings {
+	return topology.Settings{Backend: c.Backend, Options: backends.Options{CUDA: c.CUDA}, Model: c.Model, Parallel: c.Parallel,
+		CheckpointDir: c.Checkpoint.Dir, Keep: c.Checkpoint.Keep, StartFresh: c.Checkpoint.StartFresh, DType: c.Checkpoint.DType,
+		Job: c.ConsumerGroup, Log: rt.Log}
+}
+
+// settingsUsage makes topology's unusable settings (a backend this binary lacks, say) exit status 2.
+func settingsUsage(err error) error {
+	if errors.Is(err, topology.ErrSettings) {
+		return cli.Usage(err)
+	}
+	return err
+}
+
+// runFollower is tau2-trainer on a host other than 0: no Kafka, no admission, no publishing. It
+// joins the leader (topology.OpenFollower) and runs its updates until the leader says goodbye
+// (exit 0) or something fails.
+func runFollower(ctx context.Context, rt *cli.Runtime, cfg *Config) error {
+	g, fl, err := topology.OpenFollower(ctx, cfg.topology(rt))
 	if err != nil {
-		return nil, nil, err
+		return settingsUsage(err)
 	}
-	if cfg.Parallel.multiHost() {
-		return nil, nil, fmt.Errorf("%w: parallel.hosts %d: this command runs on one host", cli.ErrUsage, cfg.Parallel.Hosts)
-	}
-	m, dir, st, found, err := latestCheckpoint(cfg, rt)
+	defer fl.Close()
+	defer g.Close()
+	m, err := step.NewMetrics(rt.Registry)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	be, err := buildBackend(cfg, rt, f, dir, found, nil)
-	if err != nil || !found {
-		return be, nil, err
+	rt.Ready()
+	err = step.Follow(ctx, g, fl, m, rt.Log)
+	if errors.Is(err, context.Canceled) {
+		return nil
 	}
-	// The weights alone would restart AdamW from zero (and, from a bf16 checkpoint, from
-	// rounded weights): restore the optimizer state so the run continues exactly.
-	restored, err := m.LoadOptimizer(dir, st, be)
-	if err != nil {
-		be.Close()
-		return nil, nil, fmt.Errorf("resume from %s: %w", dir, err)
-	}
-	rt.Log.Info("resuming", "checkpoint", dir, "version", st.Version, "step", st.Step, "optimizer_state", restored)
-	return be, &st, nil
-}
-
-// factory validates the parallel settings and returns the configured backend's factory.
-func factory(cfg *Config) (backendFactory, error) {
-	if err := cfg.Parallel.validate(cfg.Backend, cfg.Checkpoint.DType); err != nil {
-		return backendFactory{}, fmt.Errorf("%w: %v", cli.ErrUsage, err)
-	}
-	f, ok := backends[cfg.Backend]
-	if !ok {
-		return backendFactory{}, fmt.Errorf("%w: backend %q is not available in this binary (have: %s; cuda needs -tags cuda)", cli.ErrUsage, cfg.Backend, backendNames())
-	}
-	return f, nil
-}
-
-// latestCheckpoint finds the checkpoint to resume from under checkpoint.dir: the newest
-// readable one (falling back past unreadable newer ones, logged). When checkpoint.dir holds
-// checkpoints but none is readable it refuses to start (exit status 1, the reasons listed)
-// unless checkpoint.start_fresh is set: starting over would publish version 1 after version N
-// and commit offsets for a model that forgot its training (checkpoint.Manager.Resume).
-func latestCheckpoint(cfg *Config, rt *cli.Runtime) (*checkpoint.Manager, string, checkpoint.State, bool, error) {
-	m := &checkpoint.Manager{Dir: cfg.Checkpoint.Dir, Keep: cfg.Checkpoint.Keep, Log: rt.Log}
-	dir, st, found, err := m.Resume(cfg.Checkpoint.StartFresh)
-	return m, dir, st, found, err
-}
-
-// buildBackend builds the backend (every local rank's, joined into a dp.Group, under
-// parallel.*) holding the weights of checkpoint dir when found, else model.path's or a random
-// initialisation's; hw places the ranks in a world spanning several hosts (nil: this host only).
-// The caller restores the optimizer state.
-func buildBackend(cfg *Config, rt *cli.Runtime, f backendFactory, dir string, found bool, hw *hostWorld) (gpu.Backend, error) {
-	var err error
-	// build makes the backend of local rank r (its own device under parallel.devices); weights
-	// reads the same starting weights on the host, for ranks built as shards (factory.shard).
-	var build func(c *Config) (gpu.Backend, error)
-	var weights func() (*gpu.Weights, error)
-	switch {
-	case found:
-		build = func(c *Config) (gpu.Backend, error) { return f.load(dir, c) }
-		weights = func() (*gpu.Weights, error) { return gpu.LoadWeights(dir) }
-	case cfg.Model.Path != "":
-		rt.Log.Info("starting from model", "path", cfg.Model.Path)
-		build = func(c *Config) (gpu.Backend, error) { return f.load(cfg.Model.Path, c) }
-		weights = func() (*gpu.Weights, error) { return gpu.LoadWeights(cfg.Model.Path) }
-	default:
-		mc := gpu.TinyConfig()
-		if cfg.Model.Config != "" {
-			if mc, err = gpu.LoadConfig(cfg.Model.Config); err != nil {
-				return nil, err
-			}
-		}
-		rt.Log.Info("starting from random weights", "seed", cfg.Model.Seed, "layers", mc.NumHiddenLayers, "hidden", mc.HiddenSize)
-		build = func(c *Config) (gpu.Backend, error) { return f.random(mc, cfg.Model.Seed, c) }
-		weights = func() (*gpu.Weights, error) { return gpu.NewRandomWeights(mc, cfg.Model.Seed) }
-	}
-	be, err := openBuilt(cfg, rt, f, build, weights, hw)
-	if err != nil && found {
-		return nil, fmt.Errorf("resume from %s: %w", dir, err)
-	}
-	return be, err
-}
-
-// openBuilt builds the backend: one, or every local rank of a data-parallel group — as its
-// shard from one host copy of the weights when the factory can (the whole optimizer state of
-// 8B fits no GPU), else whole, for gpu/dp to shard.
-func openBuilt(cfg *Config, rt *cli.Runtime, f backendFactory, build func(*Config) (gpu.Backend, error),
-	weights func() (*gpu.Weights, error), hw *hostWorld) (gpu.Backend, error) {
-	if !cfg.Parallel.enabled() {
-		return build(cfg)
-	}
-	rankConfig := func(r int) *Config {
-		c := *cfg
-		if len(cfg.Parallel.Devices) > 0 {
-			c.CUDA.Device = cfg.Parallel.Devices[r]
-		}
-		return &c
-	}
-	rankBuild := func(r int) (gpu.Backend, error) { return build(rankConfig(r)) }
-	if f.shard != nil {
-		w, err := weights()
-		if err != nil {
-			return nil, err
-		}
-		first, world := 0, cfg.Parallel.rankCount()
-		if hw != nil {
-			first, world = hw.firstRank, hw.world
-		}
-		rankBuild = func(r int) (gpu.Backend, error) { return f.shard(w, rankConfig(r), first+r, world) }
-	}
-	return openParallel(cfg, rt, f, rankBuild, hw)
+	return err
 }
 
 // admissionTasks loads the task splits admission cycles through, from data_dir or lib/assets'
@@ -353,7 +222,7 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config) (err error) {
 	if err := cfg.Validate(); err != nil {
 		return cli.Usage(err)
 	}
-	if cfg.Parallel.follower() {
+	if cfg.Parallel.Follower() {
 		return runFollower(ctx, rt, cfg)
 	}
 	// The task splits are resolved before the model loads, so a missing data directory fails in
@@ -367,13 +236,13 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config) (err error) {
 	var be gpu.Backend
 	var resume *checkpoint.State
 	var leader *feed.Leader
-	if cfg.Parallel.leader() {
-		be, resume, leader, err = openLeader(ctx, cfg, rt)
+	if cfg.Parallel.Leader() {
+		be, resume, leader, err = topology.OpenLeader(ctx, cfg.topology(rt))
 	} else {
-		be, resume, err = openBackend(cfg, rt)
+		be, resume, err = topology.Open(cfg.topology(rt))
 	}
 	if err != nil {
-		return err
+		return settingsUsage(err)
 	}
 	defer be.Close()
 	if leader != nil {

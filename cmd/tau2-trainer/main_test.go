@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"tau2rl/gpu"
+	"tau2rl/gpu/backends"
 	"tau2rl/gpu/dp"
 	"tau2rl/lib/stream/embedded"
 	tkafka "tau2rl/lib/stream/kafka"
@@ -129,7 +130,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"backend=cuda", "parallel.devices=[0,1]", "checkpoint.dtype=float32", "admission.enabled=false"}, "bfloat16"},
 		{[]string{"parallel.shard_parameters=true", "admission.enabled=false"}, "needs parallel.devices or parallel.ranks"},
 	} {
-		if _, cuda := backends["cuda"]; cuda && strings.Contains(c.want, "not available") {
+		if _, err := backends.Get("cuda"); err == nil && strings.Contains(c.want, "not available") {
 			continue // a -tags cuda build has the backend
 		}
 		err := execute(t, ctx, append(c.args, "checkpoint.dir="+t.TempDir())...)

@@ -7,9 +7,11 @@ import (
 	"io"
 
 	"tau2rl/gpu"
+	"tau2rl/gpu/backends"
 	"tau2rl/gpu/cuda"
 	"tau2rl/schemas"
 	"tau2rl/trainer/sft"
+	"tau2rl/trainer/topology"
 
 	"tau2rl/cmd/internal/cli"
 )
@@ -48,20 +50,20 @@ type SFTConfig struct {
 	// CUDA tunes the cuda backend.
 	CUDA cuda.Options `yaml:"cuda"`
 	// Model is the starting point when out has no checkpoint.
-	Model ModelConfig `yaml:"model"`
+	Model topology.Model `yaml:"model"`
 
 	sft.Config `yaml:",inline"`
 }
 
 // DefaultSFTConfig returns the documented defaults.
 func DefaultSFTConfig() SFTConfig {
-	return SFTConfig{Backend: "cpu", CUDA: cuda.DefaultOptions(), Model: ModelConfig{Seed: 1}, Config: sft.DefaultConfig()}
+	return SFTConfig{Backend: "cpu", CUDA: cuda.DefaultOptions(), Model: topology.Model{Seed: 1}, Config: sft.DefaultConfig()}
 }
 
 // Validate checks the whole configuration (cli calls it before run: exit status 2, and
 // --print-config lists the required keys still unset).
 func (c *SFTConfig) Validate() error {
-	return errors.Join(c.Config.Validate(), c.CUDA.Validate(), c.Model.validate())
+	return errors.Join(c.Config.Validate(), c.CUDA.Validate(), c.Model.Validate())
 }
 
 // checkVocabulary refuses trajectories holding a token id the model cannot embed — data
@@ -97,8 +99,8 @@ func runSFT(ctx context.Context, rt *cli.Runtime, cfg *SFTConfig, out io.Writer)
 	if err := cfg.Validate(); err != nil {
 		return cli.Usage(err)
 	}
-	if _, ok := backends[cfg.Backend]; !ok {
-		return fmt.Errorf("%w: backend %q is not available in this binary (have: %s; cuda needs -tags cuda)", cli.ErrUsage, cfg.Backend, backendNames())
+	if _, err := backends.Get(cfg.Backend); err != nil {
+		return cli.Usage(err)
 	}
 	trajs, _, err := sft.Load(ctx, &cfg.Config, rt.Log)
 	if err != nil {
@@ -107,9 +109,9 @@ func runSFT(ctx context.Context, rt *cli.Runtime, cfg *SFTConfig, out io.Writer)
 	tc := DefaultConfig()
 	tc.Backend, tc.CUDA, tc.Model = cfg.Backend, cfg.CUDA, cfg.Model
 	tc.Checkpoint.Dir, tc.Checkpoint.Keep = cfg.Out, cfg.Keep
-	be, resume, err := openBackend(&tc, rt)
+	be, resume, err := topology.Open(tc.topology(rt))
 	if err != nil {
-		return err
+		return settingsUsage(err)
 	}
 	defer be.Close()
 	from := "model.path=" + cfg.Model.Path

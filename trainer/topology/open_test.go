@@ -1,4 +1,4 @@
-package main
+package topology
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"tau2rl/gpu"
+	"tau2rl/gpu/backends"
 	"tau2rl/gpu/cpu"
 )
 
@@ -13,9 +14,7 @@ import (
 // reports that rank's error. The failed constructor's typed nil (a nil *cpu.Backend in a non-nil
 // gpu.Backend) used to be closed with the built ranks, which panicked.
 func TestOpenParallelRankFails(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Backend = "cpu"
-	cfg.Parallel.Ranks = 3
+	s := Settings{Backend: "cpu", Parallel: Parallel{Ranks: 3}}
 	build := func(r int) (gpu.Backend, error) {
 		if r == 1 {
 			var none *cpu.Backend
@@ -23,7 +22,11 @@ func TestOpenParallelRankFails(t *testing.T) {
 		}
 		return cpu.NewRandom(gpu.TinyConfig(), 1)
 	}
-	g, err := openParallel(&cfg, nil, backends["cpu"], build, nil)
+	b, err := backends.Get("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.openParallel(b, build, nil)
 	if err == nil {
 		g.Close()
 		t.Fatal("openParallel succeeded with a rank that failed to build")
