@@ -30,6 +30,11 @@ type Config struct {
 	// the user's tools and a done() tool, and no user simulator runs.
 	// Default false.
 	SoloMode bool `yaml:"solo_mode"`
+	// RetrievalConfig is banking_knowledge's retrieval configuration (τ²'s
+	// --retrieval-config: no_knowledge, full_kb, golden_retrieval,
+	// grep_only, bm25, bm25_grep); empty = the domain's default (bm25).
+	// Other domains ignore it. See docs/TAU2.md §11.
+	RetrievalConfig string `yaml:"retrieval_config"`
 	// UserLLMBaseURL is the OpenAI-compatible base URL of the user
 	// simulator (e.g. http://host:8000/v1). Required unless solo_mode.
 	UserLLMBaseURL string `yaml:"user_llm_base_url"`

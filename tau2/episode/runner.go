@@ -183,7 +183,7 @@ func (ru *run) setup() error {
 	if err != nil {
 		return &InfraError{Stage: StageEnvironment, Err: err}
 	}
-	e, err := env.New(cfg.Domain, env.Options{DataDir: ru.r.DataDir, Solo: cfg.SoloMode})
+	e, err := env.New(cfg.Domain, env.Options{DataDir: ru.r.DataDir, Solo: cfg.SoloMode, Retrieval: cfg.RetrievalConfig})
 	if err != nil {
 		return &InfraError{Stage: StageEnvironment, Err: err}
 	}
