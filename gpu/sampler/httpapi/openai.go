@@ -5,43 +5,25 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"tau2rl/gpu/sampler"
 	"tau2rl/lib/inference/chattemplate"
+	"tau2rl/lib/inference/protocol"
+	"tau2rl/lib/inference/tokenizer"
 )
-
-// completionRequest is vLLM's CompletionRequest, the single token-prompt subset.
-type completionRequest struct {
-	Model                  string          `json:"model"`
-	Prompt                 json.RawMessage `json:"prompt"`
-	MaxTokens              *int            `json:"max_tokens"`
-	Temperature            *float64        `json:"temperature"`
-	TopP                   *float64        `json:"top_p"`
-	TopK                   *int            `json:"top_k"`
-	MinP                   *float64        `json:"min_p"`
-	Stop                   json.RawMessage `json:"stop"`
-	StopTokenIDs           []int64         `json:"stop_token_ids"`
-	IgnoreEOS              bool            `json:"ignore_eos"`
-	Seed                   *int64          `json:"seed"`
-	Logprobs               *int            `json:"logprobs"`
-	Echo                   bool            `json:"echo"`
-	N                      *int            `json:"n"`
-	Stream                 bool            `json:"stream"`
-	ReturnTokenIDs         *bool           `json:"return_token_ids"`
-	ReturnTokensAsTokenIDs *bool           `json:"return_tokens_as_token_ids"`
-	SkipSpecialTokens      *bool           `json:"skip_special_tokens"`
-	IncludeStopStrInOutput bool            `json:"include_stop_str_in_output"`
-	RequestID              string          `json:"request_id"`
-}
 
 // completions is vLLM's POST /v1/completions with a token-id prompt. logprobs: 0 returns the
 // sampled tokens' log-probs; top alternatives (logprobs > 0) are not computed by this server.
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
-	var req completionRequest
-	if !readJSON(w, r, &req, false) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	req, err := protocol.DecodeCompletionRequest(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if msg := oneChoiceNoStream(req.Stream, req.N, "n"); msg != "" {
@@ -56,11 +38,11 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("logprobs=%d: only 0 (the sampled token's log-prob) is supported", *req.Logprobs))
 		return
 	}
-	if t := bytes.TrimSpace(req.Prompt); len(t) > 0 && t[0] == '"' {
+	if protocol.IsString(req.Prompt) {
 		writeError(w, http.StatusBadRequest, "text prompts are not supported; send prompt as a list of token ids")
 		return
 	}
-	ids, err := parseIDs("prompt", req.Prompt)
+	ids, err := protocol.TokenIDs("prompt", req.Prompt)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -72,7 +54,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	rid := requestID(req.RequestID)
 	res, ok := s.submit(w, r, sampler.Request{
-		ID: rid, Prompt: ids, Params: params, MaxNewTokens: s.maxNew(req.MaxTokens, 16, len(ids)), MaxNewTokensField: "max_tokens",
+		ID: rid, Prompt: ids, Params: params, MaxNewTokens: s.maxNew(req.MaxTokens, protocol.VLLMDefaultMaxTokens, len(ids)), MaxNewTokensField: "max_tokens",
 		StopTokenIDs: sids, IgnoreEOS: req.IgnoreEOS, StopStrings: stops, Seed: seedOf(req.Seed),
 	})
 	if !ok {
@@ -80,22 +62,25 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	skip := req.SkipSpecialTokens == nil || *req.SkipSpecialTokens
 	text, _ := s.text(res, skip, !req.IncludeStopStrInOutput)
-	choice := map[string]any{"index": 0, "text": text, "logprobs": nil, "finish_reason": res.Finish.Type,
-		"stop_reason": vllmStopReason(res.Finish, sids), "prompt_logprobs": nil}
+	finish := res.Finish.Type
+	choice := protocol.CompletionChoice{Text: text, FinishReason: &finish, StopReason: vllmStopReason(res.Finish, sids)}
 	if req.Logprobs != nil {
 		asIDs := req.ReturnTokensAsTokenIDs != nil && *req.ReturnTokensAsTokenIDs
-		choice["logprobs"] = s.vllmLogprobs(res, asIDs)
+		tokens := make([]string, len(res.OutputIDs))
+		for i, id := range res.OutputIDs {
+			tokens[i] = s.tokenString(id, asIDs)
+		}
+		choice.Logprobs = protocol.NewCompletionLogprobs(tokens, logprobs(res))
 	}
 	if req.ReturnTokenIDs != nil && *req.ReturnTokenIDs {
-		choice["token_ids"] = res.OutputIDs
-		choice["prompt_token_ids"] = ids
+		choice.TokenIDs, choice.PromptTokenIDs = outputIDs(res), ids
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"id": "cmpl-" + rid, "object": "text_completion", "created": time.Now().Unix(), "model": s.opts.ModelName,
-		"choices": []any{choice},
-		"usage": map[string]any{"prompt_tokens": res.PromptTokens, "completion_tokens": len(res.OutputIDs),
-			"total_tokens": res.PromptTokens + len(res.OutputIDs), "prompt_tokens_details": map[string]int{"cached_tokens": res.CachedTokens}},
-		"weight_version": res.Version, "weight_versions": spans(res.Versions),
+	usage := protocol.NewUsage(res.PromptTokens, len(res.OutputIDs))
+	usage.PromptTokensDetails = &protocol.PromptTokensDetails{CachedTokens: res.CachedTokens}
+	writeJSON(w, http.StatusOK, protocol.CompletionResponse{
+		ID: "cmpl-" + rid, Object: "text_completion", Created: time.Now().Unix(), Model: s.opts.ModelName,
+		Choices: []protocol.CompletionChoice{choice}, Usage: usage,
+		WeightVersion: res.Version, WeightVersions: spans(res.Versions),
 	})
 }
 
@@ -115,57 +100,21 @@ func vllmStopReason(f sampler.FinishReason, stopIDs []int32) any {
 	return nil
 }
 
+// tokenString is a token as vLLM reports it in logprobs: its text as the tokenizer decodes it
+// alone (lossy UTF-8, as Hugging Face's decode), or "token_id:N" with return_tokens_as_token_ids
+// or without a tokenizer.
 func (s *Server) tokenString(id int32, asIDs bool) string {
 	if tok := s.eng.Tokenizer(); tok != nil && !asIDs {
 		if b, ok := tok.TokenBytes(id); ok {
-			return string(b)
+			return tokenizer.LossyUTF8(b)
 		}
 	}
-	return "token_id:" + strconv.Itoa(int(id))
+	return protocol.TokenIDString(id)
 }
 
-func (s *Server) vllmLogprobs(res sampler.Result, asIDs bool) map[string]any {
-	n := len(res.OutputIDs)
-	tokens := make([]string, n)
-	lps := make([]float64, n)
-	top := make([]map[string]float64, n)
-	offs := make([]int, n)
-	off := 0
-	for i, id := range res.OutputIDs {
-		tokens[i] = s.tokenString(id, asIDs)
-		lps[i] = max(float64(res.LogProbs[i]), -9999)
-		top[i] = map[string]float64{tokens[i]: lps[i]}
-		offs[i] = off
-		off += len(tokens[i])
-	}
-	return map[string]any{"text_offset": offs, "token_logprobs": lps, "tokens": tokens, "top_logprobs": top}
-}
-
-// chatRequest is the OpenAI chat request subset the server reads.
-type chatRequest struct {
-	Model               string                     `json:"model"`
-	Messages            []chattemplate.WireMessage `json:"messages"`
-	Tools               []json.RawMessage          `json:"tools"`
-	ToolChoice          json.RawMessage            `json:"tool_choice"`
-	MaxTokens           *int                       `json:"max_tokens"`
-	MaxCompletionTokens *int                       `json:"max_completion_tokens"`
-	Temperature         *float64                   `json:"temperature"`
-	TopP                *float64                   `json:"top_p"`
-	TopK                *int                       `json:"top_k"`
-	MinP                *float64                   `json:"min_p"`
-	Stop                json.RawMessage            `json:"stop"`
-	StopTokenIDs        []int64                    `json:"stop_token_ids"`
-	Seed                *int64                     `json:"seed"`
-	Logprobs            bool                       `json:"logprobs"`
-	TopLogprobs         *int                       `json:"top_logprobs"`
-	N                   *int                       `json:"n"`
-	Stream              bool                       `json:"stream"`
-	ReturnTokenIDs      *bool                      `json:"return_token_ids"`
-	Rid                 string                     `json:"rid"`
-	ChatTemplateKwargs  struct {
-		EnableThinking *bool `json:"enable_thinking"`
-	} `json:"chat_template_kwargs"`
-}
+// chatRequest is the OpenAI chat request as the Qwen3-template servers read it: tool-call
+// arguments may be a JSON string or an object (SGLang's rule).
+type chatRequest = protocol.ChatRequestOf[chattemplate.WireMessage]
 
 // chat is OpenAI's POST /v1/chat/completions: the messages and tools are rendered with Qwen3's
 // chat template, generation stops at <|im_end|> or <|endoftext|>, and the completion is parsed
@@ -180,6 +129,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	var req chatRequest
 	if !readJSON(w, r, &req, false) {
+		return
+	}
+	enableThinking, err := req.EnableThinking()
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if msg := oneChoiceNoStream(req.Stream, req.N, "n"); msg != "" {
@@ -197,14 +151,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "tools must not be an empty list")
 		return
 	}
-	parseTools := len(req.Tools) > 0
-	if tc := bytes.TrimSpace(req.ToolChoice); len(tc) > 0 && string(tc) != "null" {
-		var choice string
-		if json.Unmarshal(tc, &choice) != nil || (choice != "auto" && choice != "none") {
-			writeError(w, http.StatusBadRequest, `tool_choice: only "auto" and "none" are supported`)
-			return
-		}
-		parseTools = parseTools && choice == "auto"
+	parseTools, err := protocol.ToolChoiceAutoOrNone(req.ToolChoice, len(req.Tools) > 0)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
 	}
 	msgs, err := chattemplate.FromWire(req.Messages)
 	if err != nil {
@@ -217,7 +167,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	prompt, err := chattemplate.Render(msgs, chattemplate.Options{Tools: req.Tools, AddGenerationPrompt: true, EnableThinking: req.ChatTemplateKwargs.EnableThinking})
+	prompt, err := chattemplate.Render(msgs, chattemplate.Options{Tools: req.Tools, AddGenerationPrompt: true, EnableThinking: enableThinking})
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -233,10 +183,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			sids = append(sids, id)
 		}
 	}
-	maxTok, field := req.MaxCompletionTokens, "max_completion_tokens"
-	if maxTok == nil {
-		maxTok, field = req.MaxTokens, "max_tokens"
-	}
+	maxTok, field := req.MaxCompletion()
 	rid := requestID(req.Rid)
 	res, ok := s.submit(w, r, sampler.Request{
 		ID: rid, Prompt: ids, Params: params, MaxNewTokens: s.maxNew(maxTok, 0, len(ids)), MaxNewTokensField: field,
@@ -247,30 +194,27 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	text, _ := s.text(res, false, true)
 	msg, finish := chatMessage(text, parseTools, rid, res.Finish.Type)
-	choice := map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish,
-		"matched_stop": matchedStop(res.Finish)}
-	if req.Logprobs {
-		content := make([]map[string]any, len(res.OutputIDs))
+	choice := protocol.ChatChoice{Message: msg, FinishReason: finish, MatchedStop: matchedStop(res.Finish)}
+	if req.WantLogprobs() {
+		lps := logprobs(res)
+		content := make([]protocol.ChatTokenLogprob, len(res.OutputIDs))
 		for i, id := range res.OutputIDs {
 			b, _ := tok.TokenBytes(id)
-			ints := make([]int, len(b))
-			for j, x := range b {
-				ints[j] = int(x)
-			}
-			content[i] = map[string]any{"token": string(b), "bytes": ints, "logprob": float64(res.LogProbs[i]), "top_logprobs": []any{}}
+			e := protocol.NewChatTopLogprob(tokenizer.LossyUTF8(b), b, lps[i])
+			content[i] = protocol.ChatTokenLogprob{Token: e.Token, Bytes: e.Bytes, Logprob: e.Logprob, TopLogprobs: []protocol.ChatTopLogprob{}}
 		}
-		choice["logprobs"] = map[string]any{"content": content}
+		choice.Logprobs = &protocol.ChatLogprobs{Content: content}
 	}
-	out := map[string]any{
-		"id": "chatcmpl-" + rid, "object": "chat.completion", "created": time.Now().Unix(), "model": s.opts.ModelName,
-		"choices": []any{choice},
-		"usage":   map[string]any{"prompt_tokens": res.PromptTokens, "completion_tokens": len(res.OutputIDs), "total_tokens": res.PromptTokens + len(res.OutputIDs)},
-		"sglext":  map[string]any{"weight_version": res.Version, "weight_versions": spans(res.Versions), "cached_tokens": res.CachedTokens},
+	out := protocol.ChatResponse{
+		ID: "chatcmpl-" + rid, Object: "chat.completion", Created: time.Now().Unix(), Model: s.opts.ModelName,
+		Usage:  protocol.NewUsage(res.PromptTokens, len(res.OutputIDs)),
+		SGLExt: &protocol.SGLExt{WeightVersion: res.Version, WeightVersions: spans(res.Versions), CachedTokens: res.CachedTokens},
 	}
 	if req.ReturnTokenIDs != nil && *req.ReturnTokenIDs {
-		choice["token_ids"] = res.OutputIDs
-		out["prompt_token_ids"] = ids
+		choice.TokenIDs = outputIDs(res)
+		out.PromptTokenIDs = ids
 	}
+	out.Choices = []protocol.ChatChoice{choice}
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -287,32 +231,29 @@ func matchedStop(f sampler.FinishReason) any {
 // chatMessage turns a completion's text into OpenAI's assistant message and finish reason:
 // thinking into reasoning_content, <tool_call> blocks into tool_calls (finish "tool_calls") when
 // parseTools. A completion that does not parse is returned whole as content, without tool calls.
-func chatMessage(text string, parseTools bool, rid, finish string) (map[string]any, string) {
-	msg := map[string]any{"role": "assistant", "content": text, "reasoning_content": nil}
+func chatMessage(text string, parseTools bool, rid, finish string) (protocol.ChatResponseMessage, string) {
+	whole := protocol.AssistantMessage(text, nil, nil)
 	if !parseTools && !strings.Contains(text, chattemplate.ThinkClose) {
-		return msg, finish
+		return whole, finish
 	}
 	c := chattemplate.ParseCompletion(text)
 	if !c.Valid() {
-		return msg, finish
+		return whole, finish
 	}
-	msg["content"] = c.Content
+	var reasoning *string
 	if c.HasThinking {
-		msg["reasoning_content"] = c.Reasoning
+		reasoning = &c.Reasoning
 	}
+	var calls []protocol.ToolCall
 	if parseTools && len(c.ToolCalls) > 0 {
-		calls := make([]map[string]any, len(c.ToolCalls))
 		for i, tc := range c.ToolCalls {
-			calls[i] = map[string]any{"id": fmt.Sprintf("call_%s_%d", rid, i), "type": "function", "index": i,
-				"function": map[string]any{"name": tc.Function.Name, "arguments": string(tc.Function.Arguments)}}
-		}
-		msg["tool_calls"] = calls
-		if c.Content == "" {
-			msg["content"] = nil
+			call := protocol.NewToolCall(fmt.Sprintf("call_%s_%d", rid, i), tc.Function.Name, string(tc.Function.Arguments))
+			call.Index = &i
+			calls = append(calls, call)
 		}
 		if finish == sampler.FinishStop {
 			finish = "tool_calls"
 		}
 	}
-	return msg, finish
+	return protocol.AssistantMessage(c.Content, reasoning, calls), finish
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"tau2rl/gpu"
+	"tau2rl/lib/inference/protocol"
 )
 
 // Weight reloads. A checkpoint is read and checked completely (config, every tensor's presence,
@@ -28,25 +29,17 @@ func (s *Server) load(dir string) (*gpu.Weights, error) {
 	return w, nil
 }
 
-type updateFromDiskRequest struct {
-	ModelPath        string  `json:"model_path"`
-	LoadFormat       *string `json:"load_format"`
-	AbortAllRequests bool    `json:"abort_all_requests"`
-	WeightVersion    *string `json:"weight_version"`
-	FlushCache       *bool   `json:"flush_cache"`
-}
-
 // updateWeightsFromDisk is SGLang's POST /update_weights_from_disk. Requests in flight are paused
 // at a step boundary and resume on the new weights (their KV recomputed), unless
 // abort_all_requests aborts them. The prefix cache is always flushed: its entries were computed
 // with the old weights (flush_cache=false is accepted and ignored).
 func (s *Server) updateWeightsFromDisk(w http.ResponseWriter, r *http.Request) {
-	var req updateFromDiskRequest
+	var req protocol.UpdateWeightsFromDiskRequest
 	if !readJSON(w, r, &req, false) {
 		return
 	}
 	fail := func(status int, msg string) {
-		writeJSON(w, status, map[string]any{"success": false, "message": msg, "num_paused_requests": 0})
+		writeJSON(w, status, protocol.UpdateWeightsResponse{Success: new(bool), Message: msg, NumPausedRequests: 0})
 	}
 	if req.LoadFormat != nil {
 		switch *req.LoadFormat {
@@ -80,20 +73,18 @@ func (s *Server) updateWeightsFromDisk(w http.ResponseWriter, r *http.Request) {
 		msg += " Weight version updated to " + version + "."
 	}
 	s.log.Info("weights updated", "path", req.ModelPath, "version", s.eng.Stats().Version)
-	writeJSON(w, http.StatusOK, map[string]any{"success": true, "message": msg, "num_paused_requests": paused})
+	ok := true
+	writeJSON(w, http.StatusOK, protocol.UpdateWeightsResponse{Success: &ok, Message: msg, NumPausedRequests: paused})
 }
 
 // updateWeightVersion is SGLang's POST /update_weight_version.
 func (s *Server) updateWeightVersion(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		NewVersion       *string `json:"new_version"`
-		AbortAllRequests *bool   `json:"abort_all_requests"`
-	}
+	var req protocol.UpdateWeightVersionRequest
 	if !readJSON(w, r, &req, false) {
 		return
 	}
 	if req.NewVersion == nil || *req.NewVersion == "" {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"success": false, "message": "new_version is required"})
+		writeJSON(w, http.StatusBadRequest, protocol.UpdateWeightVersionResponse{Message: "new_version is required"})
 		return
 	}
 	if req.AbortAllRequests == nil || *req.AbortAllRequests {
@@ -106,7 +97,7 @@ func (s *Server) updateWeightVersion(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"success": true, "message": "Weight version updated to " + *req.NewVersion, "new_version": *req.NewVersion})
+	writeJSON(w, http.StatusOK, protocol.UpdateWeightVersionResponse{Success: true, Message: "Weight version updated to " + *req.NewVersion, NewVersion: *req.NewVersion})
 }
 
 // vLLM's dev-mode weight transfer with the shared-disk backend: start_weight_update opens a
@@ -117,19 +108,15 @@ func (s *Server) startWeightUpdate(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.session {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "a weight update is already in progress"})
+		writeJSON(w, http.StatusBadRequest, protocol.ControlResponse{Error: "a weight update is already in progress"})
 		return
 	}
 	s.session, s.staged, s.failed = true, nil, nil
-	writeJSON(w, http.StatusOK, map[string]string{"message": "Weight update started"})
+	writeJSON(w, http.StatusOK, protocol.ControlResponse{Message: "Weight update started"})
 }
 
 func (s *Server) updateWeights(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		UpdateInfo struct {
-			Path string `json:"path"`
-		} `json:"update_info"`
-	}
+	var req protocol.VLLMUpdateWeightsRequest
 	if !readJSON(w, r, &req, false) {
 		return
 	}
@@ -137,7 +124,7 @@ func (s *Server) updateWeights(w http.ResponseWriter, r *http.Request) {
 	open := s.session
 	s.mu.Unlock()
 	if !open {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "call /start_weight_update first"})
+		writeJSON(w, http.StatusBadRequest, protocol.ControlResponse{Error: "call /start_weight_update first"})
 		return
 	}
 	s.loadMu.Lock()
@@ -147,20 +134,18 @@ func (s *Server) updateWeights(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.failed = append(s.failed, req.UpdateInfo.Path+": "+err.Error())
 		s.mu.Unlock()
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "update_weights: " + err.Error() + "; the old weights keep serving"})
+		writeJSON(w, http.StatusBadRequest, protocol.ControlResponse{Error: "update_weights: " + err.Error() + "; the old weights keep serving"})
 		return
 	}
 	s.mu.Lock()
 	s.staged = wt
 	s.modelPath = req.UpdateInfo.Path
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]string{"message": "Weights updated"})
+	writeJSON(w, http.StatusOK, protocol.ControlResponse{Message: "Weights updated"})
 }
 
 func (s *Server) finishWeightUpdate(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		WeightVersion *string `json:"weight_version"`
-	}
+	var req protocol.FinishWeightUpdateRequest
 	if !readJSON(w, r, &req, true) {
 		return
 	}
@@ -169,14 +154,14 @@ func (s *Server) finishWeightUpdate(w http.ResponseWriter, r *http.Request) {
 	s.session, s.staged, s.failed = false, nil, nil
 	s.mu.Unlock()
 	if !open {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "no weight update in progress"})
+		writeJSON(w, http.StatusBadRequest, protocol.ControlResponse{Error: "no weight update in progress"})
 		return
 	}
 	if len(failed) > 0 {
 		// A failed load in the session: the served weights are still the old ones, so the
 		// version must stay theirs (relabelling would attribute old-policy tokens to the new
 		// version). The session ends; the trainer's reloader sees the 400 and retries.
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "update_weights failed in this session (" +
+		writeJSON(w, http.StatusBadRequest, protocol.ControlResponse{Error: "update_weights failed in this session (" +
 			strings.Join(failed, "; ") + "); the old weights and their weight version keep serving"})
 		return
 	}
@@ -193,8 +178,8 @@ func (s *Server) finishWeightUpdate(w http.ResponseWriter, r *http.Request) {
 		err = s.eng.SetVersion(r.Context(), version)
 	}
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		writeJSON(w, http.StatusBadRequest, protocol.ControlResponse{Error: err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"message": "Weight update finished"})
+	writeJSON(w, http.StatusOK, protocol.ControlResponse{Message: "Weight update finished"})
 }

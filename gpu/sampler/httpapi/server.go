@@ -1,8 +1,8 @@
 // Package httpapi is tau2-sampler's HTTP layer: the wire formats of SGLang (/generate and its
 // control endpoints), vLLM (/v1/completions with token-id prompts, the dev-mode reload endpoints)
-// and OpenAI chat completions with tools, over a sampler.Engine. The shapes follow
-// docs/SAMPLER.md, which lists what each endpoint accepts; the project's own clients
-// (lib/inference/llm) are tested against it.
+// and OpenAI chat completions with tools, over a sampler.Engine. The bodies are
+// lib/inference/protocol's types, the ones the project's clients (lib/inference/llm) decode;
+// docs/SAMPLER.md lists what each endpoint accepts.
 //
 // Every request is validated before it reaches the engine: malformed JSON, unknown or
 // out-of-range token ids, prompts or max_new_tokens past the context, and sampling parameters
@@ -23,6 +23,7 @@ import (
 
 	"tau2rl/gpu"
 	"tau2rl/gpu/sampler"
+	"tau2rl/lib/inference/protocol"
 	"tau2rl/lib/logs"
 )
 
@@ -133,26 +134,7 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// errorBody is the error shape of both SGLang and vLLM/OpenAI (OpenAI clients read "error").
-type errorBody struct {
-	Object  string    `json:"object"`
-	Message string    `json:"message"`
-	Type    string    `json:"type"`
-	Code    int       `json:"code"`
-	Error   errorInfo `json:"error"`
-}
-
-type errorInfo struct {
-	Message string `json:"message"`
-	Type    string `json:"type"`
-	Code    int    `json:"code"`
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { protocol.WriteJSON(w, status, v) }
 
 // oneChoiceNoStream is the check every generation endpoint makes first: this server answers each
 // request with one choice, whole, never streamed. field names n as the request spells it ("n",
@@ -167,22 +149,26 @@ func oneChoiceNoStream(stream bool, n *int, field string) string {
 	return ""
 }
 
+// writeError answers in the servers' error shape (protocol.ServerError: SGLang's top-level
+// fields and OpenAI's nested error).
 func writeError(w http.ResponseWriter, status int, msg string) {
-	typ := "BadRequestError"
-	switch {
-	case status == http.StatusNotFound:
-		typ = "NotFoundError"
-	case status >= 500:
-		typ = "ServiceUnavailableError"
+	protocol.WriteServerError(w, status, msg)
+}
+
+// readBody reads a request body (at most maxBody); on failure it has answered 400.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "read request body: "+err.Error())
+		return nil, false
 	}
-	writeJSON(w, status, errorBody{Object: "error", Message: msg, Type: typ, Code: status, Error: errorInfo{Message: msg, Type: typ, Code: status}})
+	return body, true
 }
 
 // readJSON decodes a request body into v; on failure it has answered 400.
 func readJSON(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) bool {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "read request body: "+err.Error())
+	body, ok := readBody(w, r)
+	if !ok {
 		return false
 	}
 	if len(body) == 0 && allowEmpty {
@@ -281,10 +267,7 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) abortRequest(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Rid      *string `json:"rid"`
-		AbortAll bool    `json:"abort_all"`
-	}
+	var req protocol.AbortRequest
 	if !readJSON(w, r, &req, true) {
 		return
 	}
@@ -305,9 +288,7 @@ func (s *Server) abortRequest(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) pauseGeneration(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Mode string `json:"mode"`
-	}
+	var req protocol.PauseGenerationRequest
 	if !readJSON(w, r, &req, true) {
 		return
 	}
@@ -324,7 +305,7 @@ func (s *Server) pauseGeneration(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"message": "Generation paused successfully.", "status": "ok"})
+	writeJSON(w, http.StatusOK, protocol.ControlResponse{Message: "Generation paused successfully.", Status: "ok"})
 }
 
 func (s *Server) continueGeneration(w http.ResponseWriter, r *http.Request) {
@@ -336,7 +317,7 @@ func (s *Server) continueGeneration(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"message": "Generation continued successfully.", "status": "ok"})
+	writeJSON(w, http.StatusOK, protocol.ControlResponse{Message: "Generation continued successfully.", Status: "ok"})
 }
 
 func (s *Server) flushCache(w http.ResponseWriter, r *http.Request) {
@@ -361,24 +342,24 @@ func (s *Server) vllmPause(w http.ResponseWriter, r *http.Request) {
 	case "keep":
 		mode = sampler.PauseInPlace
 	default:
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("mode %q: want abort, wait or keep", mode)})
+		writeJSON(w, http.StatusBadRequest, protocol.ControlResponse{Error: fmt.Sprintf("mode %q: want abort, wait or keep", mode)})
 		return
 	}
 	if err := s.eng.Pause(r.Context(), mode); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+		writeJSON(w, http.StatusServiceUnavailable, protocol.ControlResponse{Error: err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "paused"})
+	writeJSON(w, http.StatusOK, protocol.ControlResponse{Status: "paused"})
 }
 
 func (s *Server) vllmResume(w http.ResponseWriter, r *http.Request) {
 	if err := s.eng.Resume(r.Context()); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+		writeJSON(w, http.StatusServiceUnavailable, protocol.ControlResponse{Error: err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "resumed"})
+	writeJSON(w, http.StatusOK, protocol.ControlResponse{Status: "resumed"})
 }
 
 func (s *Server) isPaused(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]bool{"is_paused": s.eng.Stats().Paused})
+	writeJSON(w, http.StatusOK, protocol.IsPausedResponse{IsPaused: s.eng.Stats().Paused})
 }

@@ -344,18 +344,18 @@ Let me look.
 <tool_call>
 {"name": "get_user", "arguments": {"id": "u1"}}
 </tool_call>`, true, "r1", sampler.FinishStop)
-	calls := msg["tool_calls"].([]map[string]any)
-	if finish != "tool_calls" || msg["reasoning_content"] != "plan" || msg["content"] != "Let me look." || len(calls) != 1 ||
-		calls[0]["function"].(map[string]any)["arguments"] != `{"id": "u1"}` || calls[0]["id"] != "call_r1_0" {
-		t.Fatalf("message %v finish %s", msg, finish)
+	calls := msg.ToolCalls
+	if finish != "tool_calls" || msg.ReasoningContent == nil || *msg.ReasoningContent != "plan" || msg.Content == nil ||
+		*msg.Content != "Let me look." || len(calls) != 1 || calls[0].Function.Arguments != `{"id": "u1"}` || calls[0].ID != "call_r1_0" {
+		t.Fatalf("message %+v finish %s", msg, finish)
 	}
 	msg, finish = chatMessage(`<tool_call>{"name": broken</tool_call>`, true, "r2", sampler.FinishStop)
-	if finish != "stop" || msg["tool_calls"] != nil || !strings.Contains(msg["content"].(string), "broken") {
-		t.Fatalf("malformed call: %v %s", msg, finish)
+	if finish != "stop" || msg.ToolCalls != nil || msg.Content == nil || !strings.Contains(*msg.Content, "broken") {
+		t.Fatalf("malformed call: %+v %s", msg, finish)
 	}
 	msg, _ = chatMessage("plain answer", false, "r3", sampler.FinishLength)
-	if msg["content"] != "plain answer" {
-		t.Fatalf("plain: %v", msg)
+	if msg.Content == nil || *msg.Content != "plain answer" {
+		t.Fatalf("plain: %+v", msg)
 	}
 }
 

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,87 +12,9 @@ import (
 
 	"tau2rl/gpu"
 	"tau2rl/gpu/sampler"
+	"tau2rl/lib/inference/protocol"
 	"tau2rl/lib/inference/tokenizer"
 )
-
-// generateRequest is SGLang's GenerateReqInput, the single-prompt token-mode subset.
-type generateRequest struct {
-	InputIDs       json.RawMessage `json:"input_ids"`
-	Text           json.RawMessage `json:"text"`
-	SamplingParams *sglangSampling `json:"sampling_params"`
-	ReturnLogprob  bool            `json:"return_logprob"`
-	Rid            string          `json:"rid"`
-	Stream         bool            `json:"stream"`
-	// ReturnPromptTokenIDs adds top-level prompt_token_ids.
-	ReturnPromptTokenIDs bool `json:"return_prompt_token_ids"`
-}
-
-type sglangSampling struct {
-	MaxNewTokens      *int            `json:"max_new_tokens"`
-	Temperature       *float64        `json:"temperature"`
-	TopP              *float64        `json:"top_p"`
-	TopK              *int            `json:"top_k"`
-	MinP              *float64        `json:"min_p"`
-	Stop              json.RawMessage `json:"stop"`
-	StopTokenIDs      []int64         `json:"stop_token_ids"`
-	IgnoreEOS         bool            `json:"ignore_eos"`
-	SamplingSeed      *int64          `json:"sampling_seed"`
-	N                 *int            `json:"n"`
-	SkipSpecialTokens *bool           `json:"skip_special_tokens"`
-	NoStopTrim        bool            `json:"no_stop_trim"`
-}
-
-// parseIDs reads a single token-id list; a list of lists (a batch) and anything else is an error.
-func parseIDs(field string, raw json.RawMessage) ([]int32, error) {
-	t := bytes.TrimSpace(raw)
-	if len(t) == 0 || string(t) == "null" {
-		return nil, fmt.Errorf("%s is required (a list of token ids)", field)
-	}
-	var ids []int64
-	if err := json.Unmarshal(t, &ids); err != nil {
-		var batch [][]json.RawMessage
-		if json.Unmarshal(t, &batch) == nil {
-			return nil, fmt.Errorf("%s: batch requests (a list of lists) are not supported; send one prompt per request", field)
-		}
-		return nil, fmt.Errorf("%s must be a list of integer token ids: %v", field, err)
-	}
-	out := make([]int32, len(ids))
-	for i, v := range ids {
-		if v < math.MinInt32 || v > math.MaxInt32 {
-			return nil, fmt.Errorf("%s[%d] = %d is outside the vocabulary", field, i, v)
-		}
-		out[i] = int32(v)
-	}
-	return out, nil
-}
-
-// parseStop reads a stop field: a string or a list of strings.
-func parseStop(raw json.RawMessage) ([]string, error) {
-	t := bytes.TrimSpace(raw)
-	if len(t) == 0 || string(t) == "null" {
-		return nil, nil
-	}
-	var one string
-	if json.Unmarshal(t, &one) == nil {
-		return []string{one}, nil
-	}
-	var many []string
-	if err := json.Unmarshal(t, &many); err != nil {
-		return nil, fmt.Errorf("stop must be a string or a list of strings")
-	}
-	return many, nil
-}
-
-func stopIDs(ids []int64) ([]int32, error) {
-	out := make([]int32, len(ids))
-	for i, v := range ids {
-		if v < 0 || v > math.MaxInt32 {
-			return nil, fmt.Errorf("stop_token_ids[%d] = %d is not a token id", i, v)
-		}
-		out[i] = int32(v)
-	}
-	return out, nil
-}
 
 // samplingOptions parses the sampling settings every endpoint shares: sampling parameters, stop
 // strings and stop token ids. A non-empty scope names the object that holds them in the request
@@ -109,11 +30,11 @@ func samplingOptions(scope string, temperature, topP *float64, topK *int, minP *
 	if err != nil {
 		return params, nil, nil, inScope(": ", err)
 	}
-	stops, err := parseStop(stop)
+	stops, err := protocol.StopStrings(stop)
 	if err != nil {
 		return params, nil, nil, inScope(".", err)
 	}
-	sids, err := stopIDs(stopTokenIDs)
+	sids, err := protocol.StopIDs(stopTokenIDs)
 	if err != nil {
 		return params, nil, nil, inScope(".", err)
 	}
@@ -178,23 +99,25 @@ func (s *Server) maxNew(v *int, def, promptLen int) int {
 // generate is SGLang's POST /generate (single prompt, token ids, non-streaming).
 func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	var req generateRequest
-	if !readJSON(w, r, &req, false) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	req, err := protocol.DecodeGenerateRequest(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	sp := req.SamplingParams
-	if sp == nil {
-		sp = &sglangSampling{}
-	}
 	if msg := oneChoiceNoStream(req.Stream, sp.N, "sampling_params.n"); msg != "" {
 		writeError(w, http.StatusBadRequest, msg)
 		return
 	}
-	if len(bytes.TrimSpace(req.Text)) > 0 && string(bytes.TrimSpace(req.Text)) != "null" {
+	if req.Text != nil {
 		writeError(w, http.StatusBadRequest, "text prompts are not supported; send input_ids (token mode)")
 		return
 	}
-	ids, err := parseIDs("input_ids", req.InputIDs)
+	ids, err := protocol.TokenIDs("input_ids", req.InputIDs)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -206,56 +129,67 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	}
 	rid := requestID(req.Rid)
 	res, ok := s.submit(w, r, sampler.Request{
-		ID: rid, Prompt: ids, Params: params, MaxNewTokens: s.maxNew(sp.MaxNewTokens, 128, len(ids)),
+		ID: rid, Prompt: ids, Params: params, MaxNewTokens: s.maxNew(sp.MaxNewTokens, protocol.SGLangDefaultMaxNewTokens, len(ids)),
 		StopTokenIDs: sids, IgnoreEOS: sp.IgnoreEOS, StopStrings: stops, Seed: seedOf(sp.SamplingSeed),
 	})
 	if !ok {
 		return
 	}
-	meta := map[string]any{
-		"id": rid, "finish_reason": sglangFinish(res.Finish), "prompt_tokens": res.PromptTokens,
-		"completion_tokens": len(res.OutputIDs), "cached_tokens": res.CachedTokens, "weight_version": res.Version,
-		"weight_versions": spans(res.Versions), "num_retractions": res.Retractions,
-		"e2e_latency": time.Since(start).Seconds(),
-	}
+	out := protocol.GenerateResponse{OutputIDs: outputIDs(res), MetaInfo: protocol.MetaInfo{
+		ID: rid, FinishReason: sglangFinish(res.Finish), PromptTokens: res.PromptTokens,
+		CompletionTokens: len(res.OutputIDs), CachedTokens: res.CachedTokens, WeightVersion: res.Version,
+		WeightVersions: spans(res.Versions), NumRetractions: res.Retractions, E2ELatency: time.Since(start).Seconds(),
+	}}
 	if req.ReturnLogprob {
-		lps := make([][3]any, len(res.OutputIDs))
-		for i, id := range res.OutputIDs {
-			lps[i] = [3]any{float64(res.LogProbs[i]), id, nil}
-		}
-		meta["output_token_logprobs"] = lps
-		meta["output_token_logprobs_length"] = len(lps)
-		meta["input_token_logprobs"] = [][3]any{{nil, ids[len(ids)-1], nil}}
+		out.MetaInfo.SetOutputLogprobs(ids[len(ids)-1], res.OutputIDs, logprobs(res))
 	}
-	out := map[string]any{"output_ids": res.OutputIDs, "meta_info": meta}
 	skip := sp.SkipSpecialTokens == nil || *sp.SkipSpecialTokens
 	if text, ok := s.text(res, skip, !sp.NoStopTrim); ok {
-		out["text"] = text
+		out.Text = &text
 	}
 	if req.ReturnPromptTokenIDs {
-		out["prompt_token_ids"] = ids
+		out.PromptTokenIDs = ids
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-func spans(v []sampler.VersionSpan) []sampler.VersionSpan {
-	if v == nil {
-		return []sampler.VersionSpan{}
+// outputIDs is a result's ids, never null on the wire.
+func outputIDs(res sampler.Result) []int32 {
+	if res.OutputIDs == nil {
+		return []int32{}
 	}
-	return v
+	return res.OutputIDs
 }
 
-func sglangFinish(f sampler.FinishReason) map[string]any {
+// logprobs widens a result's log-probs for encoding (protocol clamps them).
+func logprobs(res sampler.Result) []float64 {
+	out := make([]float64, len(res.LogProbs))
+	for i, lp := range res.LogProbs {
+		out[i] = float64(lp)
+	}
+	return out
+}
+
+// spans converts the engine's version spans to the wire's.
+func spans(v []sampler.VersionSpan) []protocol.VersionSpan {
+	out := make([]protocol.VersionSpan, len(v))
+	for i, s := range v {
+		out[i] = protocol.VersionSpan(s)
+	}
+	return out
+}
+
+func sglangFinish(f sampler.FinishReason) *protocol.FinishReason {
 	switch f.Type {
 	case sampler.FinishStop:
 		if f.MatchedString != "" {
-			return map[string]any{"type": "stop", "matched": f.MatchedString}
+			return protocol.StopOnString(f.MatchedString)
 		}
-		return map[string]any{"type": "stop", "matched": f.MatchedToken}
+		return protocol.StopOnToken(f.MatchedToken)
 	case sampler.FinishLength:
-		return map[string]any{"type": "length", "length": f.Length}
+		return protocol.StoppedAtLength(f.Length)
 	}
-	return map[string]any{"type": "abort", "message": f.Message, "status_code": nil, "err_type": nil}
+	return protocol.Aborted(f.Message)
 }
 
 // text detokenizes a completion as the servers do: the matched stop token or stop string is

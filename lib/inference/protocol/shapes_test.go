@@ -50,12 +50,12 @@ func shapes() []shape {
 			ReturnTokensAsTokenIDs: ptr(true), SkipSpecialTokens: ptr(false), RequestID: "r1"}, func() any { return new(CompletionRequest) }},
 		{"completion_response", CompletionResponse{ID: "cmpl-1", Object: "text_completion", Created: 1790000000, Model: "qwen3",
 			Choices: []CompletionChoice{{Text: "éab", Logprobs: lps, FinishReason: ptr("stop"), TokenIDs: []int32{1, 7, 2}, PromptTokenIDs: []int32{5}}},
-			Usage: NewUsage(1, 3)}, func() any { return new(CompletionResponse) }},
+			Usage:   NewUsage(1, 3)}, func() any { return new(CompletionResponse) }},
 		{"chat_request", ChatRequest{Model: "m", Messages: []ChatMessage{
 			{Role: "system", Content: JSONString("Be brief.")},
 			{Role: "assistant", Content: JSONNull, ToolCalls: []ToolCall{NewToolCall("call_1", "f", `{"a": 1}`)}},
 			{Role: "tool", Content: JSONString("ok"), ToolCallID: "call_1"}},
-			Tools: []json.RawMessage{json.RawMessage(`{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}`)},
+			Tools:      []json.RawMessage{json.RawMessage(`{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}`)},
 			ToolChoice: JSONString("auto"), Temperature: ptr(0.0), Logprobs: ptr(true), MaxCompletionTokens: ptr(64),
 			ChatTemplateKwargs: map[string]any{"enable_thinking": false}}, func() any { return new(ChatRequest) }},
 		{"chat_response", ChatResponse{ID: "chatcmpl-1", Object: "chat.completion", Created: 1790000000, Model: "m",
@@ -162,8 +162,8 @@ func TestTextOffset(t *testing.T) {
 		want   []int
 	}{
 		{[]string{"a", "bc", "d"}, []int{0, 1, 3}},
-		{[]string{"é", "€x", "y"}, []int{0, 1, 3}},                // 2- and 3-byte runes count 1 each
-		{[]string{"\ufffd", "z"}, []int{0, 1}},                    // a partial UTF-8 token, decoded lossily
+		{[]string{"é", "€x", "y"}, []int{0, 1, 3}},                  // 2- and 3-byte runes count 1 each
+		{[]string{"\ufffd", "z"}, []int{0, 1}},                      // a partial UTF-8 token, decoded lossily
 		{[]string{"token_id:151657", "token_id:198"}, []int{0, 15}}, // return_tokens_as_token_ids
 		{nil, []int{}},
 	} {
