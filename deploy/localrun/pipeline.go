@@ -1,9 +1,10 @@
-package main
+package localrun
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -20,11 +21,11 @@ func start(dir, bin, name, metricsAddr string, args ...string) (*proc.Proc, erro
 		MetricsAddr: metricsAddr, NoMetricsAddr: metricsAddr == ""})
 }
 
-// newRunDir creates a fresh directory for one run under parent, named for
+// NewRunDir creates a fresh directory for one run under parent, named for
 // now (UTC, to the second). A second run started within the same second gets
 // "-2", "-3", … instead of sharing, and mixing its logs and dataset into, the
 // first one's directory.
-func newRunDir(parent string, now time.Time) (string, error) {
+func NewRunDir(parent string, now time.Time) (string, error) {
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return "", fmt.Errorf("run directory: %w", err)
 	}
@@ -46,6 +47,7 @@ func newRunDir(parent string, now time.Time) (string, error) {
 type pipeline struct {
 	cfg   Config
 	dir   string
+	out   io.Writer // progress and the summary
 	bin   func(string) string
 	procs []*proc.Proc // in start order; stopped in reverse, producer first
 
@@ -65,15 +67,19 @@ func (p *pipeline) admissionTasks() string {
 	return fmt.Sprintf("admission.tasks=[{domain: %s, split: %s, task_ids: %s}]", p.cfg.Domain, p.cfg.Split, p.taskIDs)
 }
 
-func runPipeline(ctx context.Context, cfg Config, dir string) (err error) {
+// RunPipeline runs the pipeline in dir (a fresh run directory, NewRunDir) until the trainer has
+// taken cfg.Steps steps, printing progress to out; then it stops the processes gracefully (the
+// producer first, the archiver once it has caught up) and prints the summary read back from the
+// dataset and the checkpoints. Every process it started is stopped, also on failure.
+func RunPipeline(ctx context.Context, cfg Config, dir string, out io.Writer) (err error) {
 	abs, err := filepath.Abs(cfg.Bin)
 	if err != nil {
 		return err
 	}
-	p := &pipeline{cfg: cfg, dir: dir, bin: func(name string) string { return filepath.Join(abs, name) },
+	p := &pipeline{cfg: cfg, dir: dir, out: out, bin: func(name string) string { return filepath.Join(abs, name) },
 		dataset: filepath.Join(dir, "dataset"), checkpoints: filepath.Join(dir, "checkpoints")}
-	fmt.Printf("tau2-run: run directory %s (logs: *.log)\n", dir)
-	if p.taskIDs, err = runTasks(cfg.DataDir, cfg.Domain, cfg.Split); err != nil {
+	fmt.Fprintf(p.out, "tau2-run: run directory %s (logs: *.log)\n", dir)
+	if p.taskIDs, err = runTasks(out, cfg.DataDir, cfg.Domain, cfg.Split); err != nil {
 		return err
 	}
 	defer func() {
@@ -90,7 +96,7 @@ func runPipeline(ctx context.Context, cfg Config, dir string) (err error) {
 	}
 	// Graceful stop: the producer first (it finishes or hands back its
 	// episodes), then the archiver once it has caught up, then the rest.
-	fmt.Println("tau2-run: target reached; stopping the producer (SIGTERM) and letting the archiver catch up")
+	fmt.Fprintln(p.out, "tau2-run: target reached; stopping the producer (SIGTERM) and letting the archiver catch up")
 	if err := p.producer.Stop(90 * time.Second); err != nil {
 		return err
 	}
@@ -153,7 +159,7 @@ func (p *pipeline) startAll(ctx context.Context) error {
 		if err := q.WaitHealthy(ctx, 60*time.Second); err != nil {
 			return err
 		}
-		fmt.Printf("tau2-run: %-13s up (metrics http://%s/metrics)\n", s.name, s.metrics)
+		fmt.Fprintf(p.out, "tau2-run: %-13s up (metrics http://%s/metrics)\n", s.name, s.metrics)
 	}
 	return nil
 }
@@ -179,7 +185,7 @@ func (p *pipeline) watch(ctx context.Context, started time.Time) error {
 			ok, err := q.Exited()
 			switch {
 			case ok && q == p.trainer && err == nil: // max_steps reached: it checkpointed and stopped
-				fmt.Printf("[%5.0fs] trainer took its %d steps and stopped\n", time.Since(started).Seconds(), p.cfg.Steps)
+				fmt.Fprintf(p.out, "[%5.0fs] trainer took its %d steps and stopped\n", time.Since(started).Seconds(), p.cfg.Steps)
 				return nil
 			case ok:
 				return fmt.Errorf("%s exited unexpectedly (%v); last lines of %s:\n%s", q.Name, err, q.LogPath, q.Tail(20))
@@ -200,18 +206,18 @@ func (p *pipeline) watch(ctx context.Context, started time.Time) error {
 			tr["tau2rl_trainer_steps_total"], p.cfg.Steps, tr["tau2rl_trainer_policy_version"], tr["tau2rl_trainer_tree_token_ratio"])
 		// A line when something changed, and a heartbeat while the trainer computes a step.
 		if line != lastLine || time.Since(lastPrint) >= 15*time.Second {
-			fmt.Printf("[%5.0fs] %s\n", time.Since(started).Seconds(), line)
+			fmt.Fprintf(p.out, "[%5.0fs] %s\n", time.Since(started).Seconds(), line)
 			lastLine, lastPrint = line, time.Now()
 		}
 		if n := pr["tau2rl_producer_infra_errors_total"]; n > 0 && !infraExplained {
-			fmt.Println(infraNote(p.producer.LogPath))
+			fmt.Fprintln(p.out, infraNote(p.producer.LogPath))
 			infraExplained = true
 		}
 		if tr["tau2rl_trainer_steps_total"] >= float64(p.cfg.Steps) {
 			return nil
 		}
 		if why, d := stall.observe(time.Now(), tr["tau2rl_trainer_steps_total"], func() string { return p.trainer.Tail(200) }); why != "" {
-			fmt.Printf("tau2-run: no trainer step for %s; the trainer says:\n    %s\n", d.Round(time.Second), why)
+			fmt.Fprintf(p.out, "tau2-run: no trainer step for %s; the trainer says:\n    %s\n", d.Round(time.Second), why)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package localrun
 
 import (
 	"os"
@@ -40,9 +40,14 @@ func TestGradableLeavesOutUngradableTasks(t *testing.T) {
 	if !slices.Contains(ids, "create_task_1") || len(kept)+len(left) != len(tasks) {
 		t.Errorf("kept %v, left %v of %d tasks", ids, left, len(tasks))
 	}
-	list, err := runTasks(dir, "mock", "base")
+	var said strings.Builder
+	list, err := runTasks(&said, dir, "mock", "base")
 	if err != nil || strings.Contains(list, "create_task_1_with_env_assertions") || !strings.Contains(list, `"create_task_1"`) {
 		t.Errorf("runTasks: %s %v", list, err)
+	}
+	// The run says which task it left out and why.
+	if !strings.Contains(said.String(), "create_task_1_with_env_assertions: τ²'s evaluator cannot grade") {
+		t.Errorf("runTasks reported:\n%s", said.String())
 	}
 }
 

@@ -1,9 +1,10 @@
-package main
+package localrun
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -17,12 +18,13 @@ import (
 	_ "tau2rl/tau2/domains"
 )
 
-// selectTasks resolves the experiment's tasks once, so that every stage — demonstrations,
+// SelectTasks resolves the experiment's tasks once, so that every stage — demonstrations,
 // SFT (through the demonstrations), evaluation and GRPO's admission — sees the same list: the
 // split's tasks in file order, restricted to task_ids when set, to the tasks with a
 // state-changing expected action when write_tasks_only is set, to the tasks gradable here
 // (gradable), and to the first 'tasks' of what is left.
-func selectTasks(cfg expConfig) ([]string, error) {
+// The tasks left out are reported to out, with why.
+func SelectTasks(cfg ExperimentConfig, out io.Writer) ([]string, error) {
 	tasks, err := data.LoadSplit(cfg.DataDir, cfg.Domain, data.Head, cfg.Split)
 	if err != nil {
 		return nil, fmt.Errorf("tasks of %s/%s: %w", cfg.Domain, cfg.Split, err)
@@ -52,7 +54,7 @@ func selectTasks(cfg expConfig) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	reportLeftOut(cfg.Domain, cfg.Split, left)
+	reportLeftOut(out, cfg.Domain, cfg.Split, left)
 	if len(tasks) == 0 {
 		return nil, fmt.Errorf("none of the selected tasks of %s/%s can be graded without an NL judge", cfg.Domain, cfg.Split)
 	}
@@ -142,11 +144,11 @@ tasks:
 
 // reportLeftOut says which tasks gradable set aside and why, one line per reason, so that a
 // smaller task count or a missing task id is never a surprise.
-func reportLeftOut(domain, split string, left []leftOut) {
+func reportLeftOut(out io.Writer, domain, split string, left []leftOut) {
 	if len(left) == 0 {
 		return
 	}
-	fmt.Printf("tau2-run: leaving out %d task(s) of %s/%s that this run cannot grade:\n", len(left), domain, split)
+	fmt.Fprintf(out, "tau2-run: leaving out %d task(s) of %s/%s that this run cannot grade:\n", len(left), domain, split)
 	var reasons []string
 	ids := map[string][]string{}
 	for _, l := range left {
@@ -156,13 +158,13 @@ func reportLeftOut(domain, split string, left []leftOut) {
 		ids[l.why] = append(ids[l.why], l.id)
 	}
 	for _, r := range reasons {
-		fmt.Printf("  %s: %s\n", strings.Join(ids[r], ", "), r)
+		fmt.Fprintf(out, "  %s: %s\n", strings.Join(ids[r], ", "), r)
 	}
 }
 
 // runTasks is the task list of `tau2-run` (the pipeline): the split's gradable tasks, as a
 // YAML list for admission.tasks[0].task_ids, or "" when every task of the split is gradable.
-func runTasks(dataDir, domain, split string) (string, error) {
+func runTasks(out io.Writer, dataDir, domain, split string) (string, error) {
 	tasks, err := data.LoadSplit(dataDir, domain, data.Head, split)
 	if err != nil {
 		return "", fmt.Errorf("tasks of %s/%s: %w", domain, split, err)
@@ -171,7 +173,7 @@ func runTasks(dataDir, domain, split string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	reportLeftOut(domain, split, left)
+	reportLeftOut(out, domain, split, left)
 	if len(kept) == 0 {
 		return "", fmt.Errorf("none of the %d tasks of %s/%s can be graded without an NL judge", len(tasks), domain, split)
 	}

@@ -1,4 +1,4 @@
-package main
+package localrun
 
 import (
 	"context"
@@ -49,14 +49,14 @@ func (p *pipeline) summary(ctx context.Context, elapsed time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("summary: read dataset: %w", err)
 	}
-	fmt.Printf("\n== tau2-run summary (%s) ==\n", elapsed.Round(time.Second))
-	fmt.Printf("dataset %s: %d files, %d trajectories, %d duplicate ids\n", p.dataset, st.Files, n, st.Duplicates)
-	fmt.Println("reward by domain:")
+	fmt.Fprintf(p.out, "\n== tau2-run summary (%s) ==\n", elapsed.Round(time.Second))
+	fmt.Fprintf(p.out, "dataset %s: %d files, %d trajectories, %d duplicate ids\n", p.dataset, st.Files, n, st.Duplicates)
+	fmt.Fprintln(p.out, "reward by domain:")
 	for _, d := range sortedKeys(byDomain) {
 		a := byDomain[d]
-		fmt.Printf("  %-10s %5.0f episodes  mean reward %.3f  %7.0f generated tokens\n", d, a.n, a.rewardSum/a.n, a.tokens)
+		fmt.Fprintf(p.out, "  %-10s %5.0f episodes  mean reward %.3f  %7.0f generated tokens\n", d, a.n, a.rewardSum/a.n, a.tokens)
 	}
-	fmt.Println("reward by policy version at episode start:")
+	fmt.Fprintln(p.out, "reward by policy version at episode start:")
 	vs := make([]int64, 0, len(byVersion))
 	for v := range byVersion {
 		vs = append(vs, v)
@@ -64,18 +64,18 @@ func (p *pipeline) summary(ctx context.Context, elapsed time.Duration) error {
 	sort.Slice(vs, func(i, j int) bool { return vs[i] < vs[j] })
 	for _, v := range vs {
 		a := byVersion[v]
-		fmt.Printf("  v%-3d %5.0f episodes  mean reward %.3f\n", v, a.n, a.rewardSum/a.n)
+		fmt.Fprintf(p.out, "  v%-3d %5.0f episodes  mean reward %.3f\n", v, a.n, a.rewardSum/a.n)
 	}
-	fmt.Println("status/termination:")
+	fmt.Fprintln(p.out, "status/termination:")
 	infra := 0
 	for _, k := range sortedKeys(terminations) {
-		fmt.Printf("  %-32s %d\n", k, terminations[k])
+		fmt.Fprintf(p.out, "  %-32s %d\n", k, terminations[k])
 		if strings.HasPrefix(k, string(schemas.StatusInfraError)+"/") {
 			infra += terminations[k]
 		}
 	}
 	if infra > 0 {
-		fmt.Printf("  (%d infrastructure errors: episodes the producer could not run or grade — never rewards, never trained on;\n"+
+		fmt.Fprintf(p.out, "  (%d infrastructure errors: episodes the producer could not run or grade — never rewards, never trained on;\n"+
 			"   each is logged in %s as \"episode infrastructure error\" with its stage and cause)\n", infra, filepath.Join(p.dir, "producer.log"))
 	}
 	ckpts, _ := filepath.Glob(filepath.Join(p.checkpoints, "v*"))
@@ -85,8 +85,8 @@ func (p *pipeline) summary(ctx context.Context, elapsed time.Duration) error {
 			names = append(names, filepath.Base(c))
 		}
 	}
-	fmt.Printf("trainer checkpoints in %s: %s\n", p.checkpoints, strings.Join(names, " "))
-	fmt.Println(queryHint(p.bin("tau2-query"), p.dataset))
+	fmt.Fprintf(p.out, "trainer checkpoints in %s: %s\n", p.checkpoints, strings.Join(names, " "))
+	fmt.Fprintln(p.out, queryHint(p.bin("tau2-query"), p.dataset))
 	if st.Duplicates > 0 {
 		return fmt.Errorf("summary: %d duplicate trajectory ids in the dataset", st.Duplicates)
 	}

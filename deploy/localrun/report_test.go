@@ -1,4 +1,4 @@
-package main
+package localrun
 
 import (
 	"io"
@@ -12,9 +12,9 @@ import (
 // TestReportRoundsFloats (issue 27 item 21): report.md prints pass^k and the per-step mismatch to
 // three significant digits, like its other numbers, not as Go's shortest exact float.
 func TestReportRoundsFloats(t *testing.T) {
-	e := &experiment{cfg: defaultExpConfig(), dir: t.TempDir(), out: io.Discard, start: time.Now()}
-	e.rep.Before = evalStats{Tasks: 13, Avg: 2.0 / 13, PassK: []float64{2.0 / 13, 1.0 / 39}}
-	e.rep.After = evalStats{Tasks: 13, Avg: 7.0 / 13, PassK: []float64{7.0 / 13, 0.3333333333333333}}
+	e := &experiment{cfg: DefaultExperimentConfig(), dir: t.TempDir(), out: io.Discard, start: time.Now()}
+	e.rep.Before = EvalStats{Tasks: 13, Avg: 2.0 / 13, PassK: []float64{2.0 / 13, 1.0 / 39}}
+	e.rep.After = EvalStats{Tasks: 13, Avg: 7.0 / 13, PassK: []float64{7.0 / 13, 0.3333333333333333}}
 	e.rep.GRPO.MeanAbsDiff = []float64{0.0013698630136986301, 0.00041}
 	e.rep.GRPO.CapFraction = []float64{0, 1.0 / 3}
 	if err := e.writeReport(); err != nil {

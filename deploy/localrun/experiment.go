@@ -1,0 +1,748 @@
+package localrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"tau2rl/lib/proc"
+	"tau2rl/schemas"
+	"tau2rl/schemas/dataset"
+	"tau2rl/schemas/steplog"
+	"tau2rl/trainer/checkpoint"
+)
+
+// ExperimentConfig is tau2-run experiment's configuration (its keys are the command's).
+type ExperimentConfig struct {
+	Bin     string `yaml:"bin"`
+	Dir     string `yaml:"dir"`
+	DataDir string `yaml:"data_dir"`
+	// Domain and Split are the tasks of every stage (AReaL trains on airline's train split).
+	Domain string `yaml:"domain"`
+	Split  string `yaml:"split"`
+	// TaskIDs restricts every stage to these tasks of the split (empty = the whole split).
+	TaskIDs []string `yaml:"task_ids"`
+	// WriteTasksOnly keeps the tasks whose expected actions change the database (default
+	// true): on the others (17 of airline's 30 train tasks) no mistake of the scripted
+	// demonstrator changes the reward, so they only dilute the signal.
+	WriteTasksOnly bool `yaml:"write_tasks_only"`
+	// Tasks keeps the first n of the selected tasks (0 = all). Demonstrations, evaluations and
+	// GRPO's admission all use the same resolved list (report.json's config.task_ids).
+	Tasks int `yaml:"tasks"`
+	// DemoTrials is the number of demonstrations per task.
+	DemoTrials int `yaml:"demo_trials"`
+	// AgentErrorRate and ErrorKinds are the scripted demonstrator's injected errors. On airline's
+	// 13 train tasks with a write, 0.6 with wrong arguments and skipped writes succeeds 0.413
+	// (0.5: 0.490, 0.4: 0.635; 13 tasks × 8 trials, docs/LEARNING.md): the "third to a half" the
+	// SFT policy should start from.
+	AgentErrorRate float64  `yaml:"agent_error_rate"`
+	ErrorKinds     []string `yaml:"error_kinds"`
+	// Policy is "sampler" (tau2-sampler serves the trained model) or "scripted".
+	Policy string `yaml:"policy"`
+	// SamplerArgs are extra key=value arguments of tau2-sampler.
+	SamplerArgs []string `yaml:"sampler_args"`
+	// Backend is the trainer's (and sampler's) backend: cpu or cuda.
+	Backend string `yaml:"backend"`
+	// ModelConfig is the config.json of the randomly initialised model; ModelPath, when set, a
+	// Hugging Face checkpoint to start SFT from instead.
+	ModelConfig string `yaml:"model_config"`
+	ModelPath   string `yaml:"model_path"`
+	// SFT settings (tau2-trainer sft).
+	SFTEpochs      int     `yaml:"sft_epochs"`
+	SFTLR          float64 `yaml:"sft_lr"`
+	SFTBatchTokens int     `yaml:"sft_batch_tokens"`
+	SFTMaxSteps    int     `yaml:"sft_max_steps"`
+	// GRPO settings (tau2-trainer).
+	GRPOSteps int     `yaml:"grpo_steps"`
+	GroupSize int     `yaml:"group_size"`
+	BatchSize int     `yaml:"batch_size"`
+	GRPOLR    float64 `yaml:"grpo_lr"`
+	// GRPOTime ends the GRPO stage after this wall time even if fewer than grpo_steps steps were
+	// taken (0 = no limit), so that a run on a rented GPU still evaluates and reports: the
+	// policy server keeps the last version the trainer published, and "eval after" measures it.
+	GRPOTime    time.Duration `yaml:"grpo_time"`
+	MaxNewToken int           `yaml:"max_new_tokens"`
+	// EvalTrials is k of pass^k; EvalTemperature the evaluation's sampling temperature.
+	EvalTrials      int     `yaml:"eval_trials"`
+	EvalTemperature float64 `yaml:"eval_temperature"`
+	// Concurrency is how many episodes run at once.
+	Concurrency int           `yaml:"concurrency"`
+	Timeout     time.Duration `yaml:"timeout"`
+}
+
+func DefaultExperimentConfig() ExperimentConfig {
+	return ExperimentConfig{
+		// The settings of the run in docs/LEARNING.md (one H100, about 8 minutes end to end).
+		Bin: "bin", Dir: "run", Domain: "airline", Split: "train", WriteTasksOnly: true, DemoTrials: 32, AgentErrorRate: 0.6,
+		ErrorKinds: []string{"wrong_argument", "skipped_write"},
+		Policy:     "sampler", Backend: "cuda", ModelConfig: "deploy/models/qwen3-learn/config.json",
+		// The trainer shares the GPU with the sampler: the KV cache takes 30% of what the
+		// weights leave, not the sampler's standalone default.
+		SamplerArgs: []string{"kv.memory_fraction=0.3"},
+		SFTEpochs:   6, SFTLR: 1e-3, SFTBatchTokens: 131072,
+		GRPOSteps: 150, GroupSize: 8, BatchSize: 8, GRPOLR: 5e-5, MaxNewToken: 512,
+		EvalTrials: 8, EvalTemperature: 1, Concurrency: 64, Timeout: 30 * time.Minute,
+	}
+}
+
+// Validate checks the configuration before anything starts.
+func (c *ExperimentConfig) Validate() error {
+	switch {
+	case c.Policy != "sampler" && c.Policy != "scripted":
+		return fmt.Errorf("policy %q: want sampler or scripted", c.Policy)
+	case c.Backend != "cpu" && c.Backend != "cuda":
+		return fmt.Errorf("backend %q: want cpu or cuda", c.Backend)
+	case c.GRPOTime < 0:
+		return fmt.Errorf("grpo_time %s: want ≥ 0 (0 = until grpo_steps)", c.GRPOTime)
+	case c.Tasks < 0 || c.DemoTrials < 1 || c.SFTEpochs < 1 || c.GRPOSteps < 1 || c.GroupSize < 1 || c.BatchSize < 1 ||
+		c.EvalTrials < 1 || c.Concurrency < 1 || c.SFTBatchTokens < 1 || c.SFTMaxSteps < 0 || c.MaxNewToken < 1:
+		return errors.New("tasks, sft_max_steps ≥ 0; demo_trials, sft_epochs, sft_batch_tokens, grpo_steps, group_size, batch_size, eval_trials, concurrency, max_new_tokens ≥ 1")
+	case !(c.AgentErrorRate >= 0 && c.AgentErrorRate <= 1):
+		return fmt.Errorf("agent_error_rate %v: want [0, 1]", c.AgentErrorRate)
+	case c.ModelConfig == "" && c.ModelPath == "":
+		return errors.New("model_config or model_path is required")
+	case len(c.ErrorKinds) == 0:
+		return errors.New("error_kinds: at least one of wrong_argument, skipped_write, malformed_call")
+	}
+	return nil
+}
+
+// experiment is one run's processes and results.
+type experiment struct {
+	cfg   ExperimentConfig
+	dir   string
+	out   io.Writer
+	procs []*proc.Proc
+	start time.Time
+
+	brokers, llmAddr, policyAddr string
+	rep                          Report
+}
+
+// Report is report.json: what each stage of the experiment measured.
+type Report struct {
+	Config  ExperimentConfig   `json:"config"`
+	Demos   DemoStats          `json:"demonstrations"`
+	SFT     SFTStats           `json:"sft"`
+	Before  EvalStats          `json:"eval_before"`
+	After   EvalStats          `json:"eval_after"`
+	GRPO    GRPOStats          `json:"grpo"`
+	Stages  map[string]float64 `json:"stage_seconds"`
+	Figures []string           `json:"figures,omitempty"`
+}
+
+// DemoStats is the demonstrations: how many, their success, the release cut from them.
+type DemoStats struct {
+	Episodes   int     `json:"episodes"`
+	MeanReward float64 `json:"mean_reward"`
+	Release    string  `json:"release"`
+}
+
+// SFTStats is the SFT stage: its steps, first and last loss, the checkpoint it left.
+type SFTStats struct {
+	Steps      int     `json:"steps"`
+	FirstLoss  float64 `json:"first_loss"`
+	LastLoss   float64 `json:"last_loss"`
+	Checkpoint string  `json:"checkpoint"`
+}
+
+// EvalStats is one evaluation: tau2-eval run's pass^k row for the domain.
+type EvalStats struct {
+	Tasks, Simulations, Infra int
+	Avg                       float64
+	PassK                     []float64
+}
+
+// RewardStat is the GRPO episodes that started under one policy version.
+type RewardStat struct {
+	Version  int64   `json:"version"`
+	Episodes int     `json:"episodes"`
+	Mean     float64 `json:"mean_reward"`
+	Std      float64 `json:"std"`
+}
+
+// GRPOStats is the GRPO stage: steps, episodes, reward per version, the train/inference mismatch, time.
+type GRPOStats struct {
+	Steps    int `json:"steps"`
+	Episodes int `json:"episodes"`
+	// TrainedEpisodes are the episodes the steps trained on; the others of Episodes arrived
+	// after their request went stale (more than max_head_offpolicyness versions behind) or
+	// were still in flight when the stage ended: AReaL's admission generates ahead on purpose.
+	TrainedEpisodes int          `json:"trained_episodes"`
+	PerVersion      []RewardStat `json:"reward_per_version"`
+	MeanAbsDiff     []float64    `json:"behav_abs_diff_per_step"`
+	CapFraction     []float64    `json:"behav_cap_fraction_per_step"`
+	TrainSeconds    float64      `json:"train_seconds"`
+	WallSeconds     float64      `json:"wall_seconds"`
+	FinalCkpt       string       `json:"final_checkpoint"`
+	StepsLog        string       `json:"steps_log"`
+	Dataset         string       `json:"dataset"`
+	GeneratedToken  float64      `json:"generated_tokens"`
+	// NoStepReason says why GRPO ended without a trainer step (empty when it took one): the
+	// trainer's groups by outcome and its last "waiting for groups" line.
+	NoStepReason string `json:"no_step_reason,omitempty"`
+}
+
+// RunExperiment runs every stage of the experiment in dir (a fresh run directory, NewRunDir),
+// each binary of cfg.Bin its own process, printing progress to out; it ends with report.md and
+// report.json in dir, and stops every process it started, also on failure.
+func RunExperiment(ctx context.Context, cfg ExperimentConfig, dir string, out io.Writer) (err error) {
+	e := &experiment{cfg: cfg, dir: dir, out: out, start: time.Now(), rep: Report{Config: cfg, Stages: map[string]float64{}}}
+	e.printf("tau2-run experiment: run directory %s (logs: *.log)", dir)
+	defer func() {
+		if stopErr := e.stopAll(); stopErr != nil && err == nil {
+			err = stopErr
+		}
+	}()
+	stage := func(name string, f func(context.Context) error) error {
+		t0 := time.Now()
+		e.printf("== %s", name)
+		if err := f(ctx); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		e.rep.Stages[name] = time.Since(t0).Seconds()
+		e.printf("   %s done in %s", name, time.Since(t0).Round(time.Second))
+		return nil
+	}
+	for _, s := range []struct {
+		name string
+		f    func(context.Context) error
+	}{
+		{"services", e.services},
+		{"demonstrations", e.demonstrations},
+		{"sft", e.sft},
+		{"policy server", e.policyServer},
+		{"eval before", func(ctx context.Context) error { return e.eval(ctx, "before", &e.rep.Before) }},
+		{"grpo", e.grpo},
+		{"eval after", func(ctx context.Context) error { return e.eval(ctx, "after", &e.rep.After) }},
+	} {
+		if err := stage(s.name, s.f); err != nil {
+			return err
+		}
+	}
+	if err := stage("figures", e.figures); err != nil {
+		return err
+	}
+	return e.writeReport()
+}
+
+func (e *experiment) printf(format string, args ...any) {
+	fmt.Fprintf(e.out, "[%5.0fs] "+format+"\n", append([]any{time.Since(e.start).Seconds()}, args...)...)
+}
+
+func (e *experiment) bin(name string) string { return filepath.Join(e.cfg.Bin, name) }
+
+// daemon starts a long-running process and waits until it is healthy.
+func (e *experiment) daemon(ctx context.Context, name, bin string, args ...string) (*proc.Proc, error) {
+	m, err := proc.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	q, err := start(e.dir, e.bin(bin), name, m, args...)
+	if err != nil {
+		return nil, err
+	}
+	e.procs = append(e.procs, q)
+	if err := q.WaitHealthy(ctx, 5*time.Minute); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// oneShot runs a command to completion (its output in name.log) and returns the log's text.
+func (e *experiment) oneShot(ctx context.Context, name, bin string, args ...string) (string, error) {
+	q, err := start(e.dir, e.bin(bin), name, "", args...)
+	if err != nil {
+		return "", err
+	}
+	select {
+	case <-q.Done():
+	case <-ctx.Done():
+		_ = q.Stop(30 * time.Second)
+		return "", fmt.Errorf("%s: %w", name, ctx.Err())
+	}
+	b, _ := os.ReadFile(q.LogPath)
+	if _, err := q.Exited(); err != nil {
+		return string(b), fmt.Errorf("%s failed (%v); last lines of %s:\n%s", name, err, q.LogPath, q.Tail(20))
+	}
+	return string(b), nil
+}
+
+func (e *experiment) stopAll() error {
+	var errs []error
+	for i := len(e.procs) - 1; i >= 0; i-- {
+		if err := e.procs[i].Stop(60 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	e.procs = nil
+	return errors.Join(errs...)
+}
+
+// stopProc stops one daemon and forgets it.
+func (e *experiment) stopProc(q *proc.Proc, grace time.Duration) error {
+	for i, p := range e.procs {
+		if p == q {
+			e.procs = append(e.procs[:i], e.procs[i+1:]...)
+			break
+		}
+	}
+	return q.Stop(grace)
+}
+
+// services starts the broker and the scripted server (the user simulator in every stage, the
+// demonstrator, and with policy=scripted the policy).
+func (e *experiment) services(ctx context.Context) error {
+	ba, err := proc.FreeAddr()
+	if err != nil {
+		return err
+	}
+	if _, err := e.daemon(ctx, "broker", "tau2-broker", "addr="+ba, "data_dir="+filepath.Join(e.dir, "kafka")); err != nil {
+		return err
+	}
+	e.brokers = "kafka.brokers=[" + ba + "]"
+	if e.llmAddr, err = proc.FreeAddr(); err != nil {
+		return err
+	}
+	_, err = e.daemon(ctx, "scripted-llm", "tau2-scripted-llm", "addr="+e.llmAddr,
+		fmt.Sprintf("agent_error_rate=%g", e.cfg.AgentErrorRate), "error_kinds=["+strings.Join(e.cfg.ErrorKinds, ",")+"]",
+		"domain="+e.cfg.Domain, "data_dir="+e.cfg.DataDir)
+	return err
+}
+
+// demoTopic keeps the demonstrations apart from the GRPO rollouts: the trainer and the GRPO
+// archiver read only the trajectories of their own stage.
+const demoTopic = "tau2.demonstrations"
+
+func (e *experiment) archiver(ctx context.Context, name, datasetDir string, extra ...string) (*proc.Proc, error) {
+	return e.daemon(ctx, name, "tau2-archiver", append([]string{e.brokers, "dataset_dir=" + datasetDir, "roll.max_age=2s",
+		"group=" + name}, extra...)...)
+}
+
+// drainArchiver waits until the archiver's rows stop growing, then stops it.
+func (e *experiment) drainArchiver(ctx context.Context, q *proc.Proc) error {
+	last, stable := -1.0, 0
+	for end := time.Now().Add(2 * time.Minute); time.Now().Before(end) && ctx.Err() == nil && stable < 3; time.Sleep(time.Second) {
+		ar, err := q.Scrape()
+		if err != nil {
+			continue
+		}
+		rows := ar["tau2rl_archiver_rows_written_total"] + ar["tau2rl_archiver_duplicates_total"]
+		if rows == last && rows > 0 {
+			stable++
+		} else {
+			stable = 0
+		}
+		last = rows
+	}
+	return e.stopProc(q, 60*time.Second)
+}
+
+// taskArgs names the resolved tasks (selectTasks) to a binary's task-id list option.
+func (e *experiment) taskArgs(key string) []string {
+	return []string{key + "=" + yamlList(e.cfg.TaskIDs)}
+}
+
+// demonstrations: the scripted demonstrator plays the tasks, the archiver keeps them, and a
+// release is cut.
+func (e *experiment) demonstrations(ctx context.Context) error {
+	demos := filepath.Join(e.dir, "demos")
+	arch, err := e.archiver(ctx, "archiver-demos", demos, "kafka.topics.trajectories="+demoTopic)
+	if err != nil {
+		return err
+	}
+	args := append([]string{e.brokers, "kafka.topics.trajectories=" + demoTopic, "data_dir=" + e.cfg.DataDir, "econfig.domain=" + e.cfg.Domain,
+		"policy.endpoints=[http://" + e.llmAddr + "]", "user_llm_base_url=http://" + e.llmAddr + "/v1",
+		fmt.Sprintf("concurrency=%d", e.cfg.Concurrency), "--metrics-addr", "off",
+		"self_driven.enabled=true", "self_driven.split=" + e.cfg.Split, fmt.Sprintf("self_driven.trials=%d", e.cfg.DemoTrials)},
+		e.taskArgs("self_driven.task_ids")...)
+	text, err := e.oneShot(ctx, "producer-demos", "tau2-producer", args...)
+	if err != nil {
+		return err
+	}
+	if m := regexp.MustCompile(`(\d+) requests, (\d+) episodes`).FindStringSubmatch(text); m != nil {
+		e.printf("   producer: %s", strings.TrimSpace(m[0]))
+	}
+	if err := e.drainArchiver(ctx, arch); err != nil {
+		return err
+	}
+	rel := filepath.Join(e.dir, "release")
+	if _, err := e.oneShot(ctx, "release", "tau2-archiver", "release", "source="+demos, "out="+rel,
+		"filter.domains=["+e.cfg.Domain+"]", "filter.splits=["+e.cfg.Split+"]", "name=demonstrations",
+		fmt.Sprintf("description=scripted demonstrator, agent_error_rate %g, %d trials per task", e.cfg.AgentErrorRate, e.cfg.DemoTrials)); err != nil {
+		return err
+	}
+	n, mean, err := meanReward(ctx, rel)
+	if err != nil {
+		return err
+	}
+	e.rep.Demos = DemoStats{Episodes: n, MeanReward: mean, Release: rel}
+	e.printf("   %d demonstrations, success (mean reward) %.3f → %s", n, mean, rel)
+	return nil
+}
+
+func meanReward(ctx context.Context, path string) (int, float64, error) {
+	ds, err := dataset.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	trajs, _, err := ds.ReadAll(ctx, dataset.Filter{})
+	if err != nil {
+		return 0, 0, err
+	}
+	var s float64
+	for _, t := range trajs {
+		s += t.Reward
+	}
+	return len(trajs), s / float64(max(len(trajs), 1)), nil
+}
+
+// sft trains the policy on every demonstration.
+func (e *experiment) sft(ctx context.Context) error {
+	out := filepath.Join(e.dir, "sft")
+	args := []string{"dataset=" + e.rep.Demos.Release, "out=" + out, "backend=" + e.cfg.Backend,
+		fmt.Sprintf("epochs=%d", e.cfg.SFTEpochs), fmt.Sprintf("optimizer.lr=%g", e.cfg.SFTLR),
+		fmt.Sprintf("batch_tokens=%d", e.cfg.SFTBatchTokens), fmt.Sprintf("max_steps=%d", e.cfg.SFTMaxSteps)}
+	if e.cfg.ModelPath != "" {
+		args = append(args, "model.path="+e.cfg.ModelPath)
+	} else {
+		args = append(args, "model.config="+e.cfg.ModelConfig)
+	}
+	if _, err := e.oneShot(ctx, "sft", "tau2-trainer", append([]string{"sft"}, args...)...); err != nil {
+		return err
+	}
+	recs, err := steplog.Read(out)
+	if err != nil {
+		return err
+	}
+	dir, _, ok, _, err := (&checkpoint.Manager{Dir: out, Keep: 2}).Latest()
+	if err != nil || !ok {
+		return fmt.Errorf("no SFT checkpoint in %s: %v", out, err)
+	}
+	e.rep.SFT = SFTStats{Steps: len(recs), Checkpoint: dir}
+	if len(recs) > 0 {
+		e.rep.SFT.FirstLoss, e.rep.SFT.LastLoss = recs[0].Metrics["loss"], recs[len(recs)-1].Metrics["loss"]
+	}
+	e.printf("   %d SFT steps, loss %.3f → %.3f → %s", len(recs), e.rep.SFT.FirstLoss, e.rep.SFT.LastLoss, dir)
+	return nil
+}
+
+// policyServer starts tau2-sampler on the SFT checkpoint, or points the policy at the scripted
+// server.
+func (e *experiment) policyServer(ctx context.Context) error {
+	if e.cfg.Policy == "scripted" {
+		e.policyAddr = e.llmAddr
+		e.printf("   policy: the scripted server stands in for the sampler (the served policy will not change)")
+		return nil
+	}
+	addr, err := proc.FreeAddr()
+	if err != nil {
+		return err
+	}
+	args := append([]string{"model=" + e.rep.SFT.Checkpoint, "listen=" + addr, "backend=" + e.cfg.Backend}, e.cfg.SamplerArgs...)
+	q, err := start(e.dir, e.bin("tau2-sampler"), "sampler", "", args...)
+	if err != nil {
+		return err
+	}
+	e.procs = append(e.procs, q)
+	// SGLang's /health answers 200 once the model is loaded.
+	client := &http.Client{Timeout: 2 * time.Second}
+	for end := time.Now().Add(10 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		if ok, err := q.Exited(); ok {
+			return fmt.Errorf("tau2-sampler exited (%v); last lines of %s:\n%s", err, q.LogPath, q.Tail(20))
+		}
+		if resp, err := client.Get("http://" + addr + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(end) || ctx.Err() != nil {
+			return fmt.Errorf("tau2-sampler not healthy; last lines of %s:\n%s", q.LogPath, q.Tail(20))
+		}
+	}
+	e.policyAddr = addr
+	e.printf("   tau2-sampler serves %s on %s", e.rep.SFT.Checkpoint, addr)
+	return nil
+}
+
+var passRow = regexp.MustCompile(`(?m)^(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+([0-9.]+)((?:\s+[0-9.]+|\s+-)*)\s*$`)
+
+// eval runs tau2-eval run on the tasks and parses its pass^k row.
+func (e *experiment) eval(ctx context.Context, name string, into *EvalStats) error {
+	args := append([]string{"econfig.domain=" + e.cfg.Domain, "split=" + e.cfg.Split, "data_dir=" + e.cfg.DataDir,
+		fmt.Sprintf("num_trials=%d", e.cfg.EvalTrials), fmt.Sprintf("concurrency=%d", e.cfg.Concurrency),
+		"policy.endpoints=[http://" + e.policyAddr + "]", "econfig.user_llm_base_url=http://" + e.llmAddr + "/v1",
+		fmt.Sprintf("sampling.temperature=%g", e.cfg.EvalTemperature), fmt.Sprintf("policy.max_new_tokens=%d", e.cfg.MaxNewToken),
+		"output=" + filepath.Join(e.dir, "eval-"+name+".json")}, e.taskArgs("task_ids")...)
+	text, err := e.oneShot(ctx, "eval-"+name, "tau2-eval", append([]string{"run"}, args...)...)
+	if err != nil {
+		return err
+	}
+	for _, m := range passRow.FindAllStringSubmatch(text, -1) {
+		if m[1] != e.cfg.Domain {
+			continue
+		}
+		into.Tasks, _ = strconv.Atoi(m[2])
+		into.Simulations, _ = strconv.Atoi(m[3])
+		into.Infra, _ = strconv.Atoi(m[4])
+		into.Avg, _ = strconv.ParseFloat(m[5], 64)
+		for _, f := range strings.Fields(m[6]) {
+			v, _ := strconv.ParseFloat(f, 64)
+			into.PassK = append(into.PassK, v)
+		}
+	}
+	if into.Simulations == 0 {
+		return fmt.Errorf("no pass^k row for %s in the output of tau2-eval run (see %s)", e.cfg.Domain, filepath.Join(e.dir, "eval-"+name+".log"))
+	}
+	e.printf("   %d tasks × %d trials: avg reward %.3f, pass^k %s (infra errors %d)", into.Tasks, e.cfg.EvalTrials, into.Avg, rounded(into.PassK), into.Infra)
+	return nil
+}
+
+// grpo runs the RL pipeline until the trainer has taken grpo_steps steps.
+func (e *experiment) grpo(ctx context.Context) error {
+	ds := filepath.Join(e.dir, "grpo")
+	ckpt := filepath.Join(e.dir, "grpo-checkpoints")
+	arch, err := e.archiver(ctx, "archiver-grpo", ds)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	tr, err := e.daemon(ctx, "trainer", "tau2-trainer", e.brokers, "backend="+e.cfg.Backend, "model.path="+e.rep.SFT.Checkpoint,
+		"checkpoint.dir="+ckpt, "data_dir="+e.cfg.DataDir, fmt.Sprintf("max_steps=%d", e.cfg.GRPOSteps),
+		fmt.Sprintf("batch_size=%d", e.cfg.BatchSize), fmt.Sprintf("group.group_size=%d", e.cfg.GroupSize),
+		fmt.Sprintf("admission.tasks=[{domain: %s, split: %s, task_ids: %s}]", e.cfg.Domain, e.cfg.Split, yamlList(e.cfg.TaskIDs)),
+		fmt.Sprintf("admission.sampling.max_tokens=%d", e.cfg.MaxNewToken),
+		"max_head_offpolicyness=2", "actor.eps_clip=0.4", "actor.behav_imp_weight_cap=5", "actor.recompute_logprob=true",
+		fmt.Sprintf("actor.optimizer.lr=%g", e.cfg.GRPOLR),
+		"reload.backend=sglang", "reload.endpoints=[http://"+e.policyAddr+"]")
+	if err != nil {
+		return err
+	}
+	prod, err := e.daemon(ctx, "producer", "tau2-producer", e.brokers, "data_dir="+e.cfg.DataDir, "econfig.domain="+e.cfg.Domain,
+		"policy.endpoints=[http://"+e.policyAddr+"]", "user_llm_base_url=http://"+e.llmAddr+"/v1",
+		fmt.Sprintf("concurrency=%d", e.cfg.Concurrency), "max_head_offpolicyness=2")
+	if err != nil {
+		return err
+	}
+	var lastLine string
+	stall := newStallWatch(time.Now())
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+		for _, q := range []*proc.Proc{arch, tr, prod} {
+			if ok, err := q.Exited(); ok && q != tr {
+				return fmt.Errorf("%s exited (%v); last lines of %s:\n%s", q.Name, err, q.LogPath, q.Tail(20))
+			}
+		}
+		if ok, err := tr.Exited(); ok { // max_steps reached: the trainer stops on its own
+			if err != nil {
+				return fmt.Errorf("trainer: %v; last lines of %s:\n%s", err, tr.LogPath, tr.Tail(20))
+			}
+			break
+		}
+		recs, _ := steplog.Read(ckpt)
+		if e.cfg.GRPOTime > 0 && time.Since(t0) >= e.cfg.GRPOTime {
+			e.printf("   grpo_time %s reached after %d of %d steps: stopping GRPO (the policy server keeps version %d)",
+				e.cfg.GRPOTime, len(recs), e.cfg.GRPOSteps, len(recs))
+			break
+		}
+		pr, _ := prod.Scrape()
+		line := fmt.Sprintf("   episodes %4.0f | trainer step %d/%d", pr["tau2rl_producer_episodes_finished_total"], len(recs), e.cfg.GRPOSteps)
+		if len(recs) > 0 {
+			m := recs[len(recs)-1].Metrics
+			line += fmt.Sprintf(", reward %.3f, |behav−prox| %.4f, capped %.4f", m["reward"], m["behav_abs_diff"], m["behav_cap_fraction"])
+		}
+		if line != lastLine {
+			e.printf("%s", line)
+			lastLine = line
+		}
+		if why, d := stall.observe(time.Now(), float64(len(recs)), func() string { return tr.Tail(200) }); why != "" {
+			e.printf("   no trainer step for %s; the trainer says:\n    %s", d.Round(time.Second), why)
+		}
+	}
+	e.rep.GRPO.WallSeconds = time.Since(t0).Seconds()
+	if recs, _ := steplog.Read(ckpt); len(recs) == 0 {
+		e.rep.GRPO.NoStepReason = noStepReason(tr, e.cfg.BatchSize)
+	}
+	if err := e.stopProc(prod, 90*time.Second); err != nil {
+		return err
+	}
+	if err := e.drainArchiver(ctx, arch); err != nil {
+		return err
+	}
+	_ = e.stopProc(tr, 10*time.Second)
+	return e.grpoStats(ctx, ds, ckpt)
+}
+
+func (e *experiment) grpoStats(ctx context.Context, ds, ckpt string) error {
+	g := &e.rep.GRPO
+	g.Dataset, g.StepsLog = ds, filepath.Join(ckpt, steplog.FileName)
+	recs, err := steplog.Read(ckpt)
+	if errors.Is(err, fs.ErrNotExist) { // no step: the trainer writes the log with its first one
+		recs, err, g.StepsLog = nil, nil, ""
+	}
+	if err != nil {
+		return err
+	}
+	g.Steps = len(recs)
+	for _, r := range recs {
+		g.MeanAbsDiff = append(g.MeanAbsDiff, r.Metrics["behav_abs_diff"])
+		g.CapFraction = append(g.CapFraction, r.Metrics["behav_cap_fraction"])
+		g.TrainSeconds += r.Metrics["step_seconds"]
+		g.TrainedEpisodes += int(r.Metrics["episodes"])
+	}
+	if dir, _, ok, _, err := (&checkpoint.Manager{Dir: ckpt, Keep: 3}).Latest(); err == nil && ok {
+		g.FinalCkpt = dir
+	}
+	d, err := dataset.Open(ds)
+	if err != nil {
+		return err
+	}
+	by := map[int64][]float64{}
+	_, err = d.Scan(ctx, dataset.Filter{}, func(t *schemas.Trajectory) error {
+		by[t.PolicyVersionStart] = append(by[t.PolicyVersionStart], t.Reward)
+		g.Episodes++
+		g.GeneratedToken += float64(t.GeneratedTokens())
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var versions []int64
+	for v := range by {
+		versions = append(versions, v)
+	}
+	sort.Slice(versions, func(i, j int) bool { return versions[i] < versions[j] })
+	for _, v := range versions {
+		rs := by[v]
+		var s, ss float64
+		for _, r := range rs {
+			s += r
+		}
+		mean := s / float64(len(rs))
+		for _, r := range rs {
+			ss += (r - mean) * (r - mean)
+		}
+		std := 0.0
+		if len(rs) > 1 {
+			std = math.Sqrt(ss / float64(len(rs)-1))
+		}
+		g.PerVersion = append(g.PerVersion, RewardStat{Version: v, Episodes: len(rs), Mean: mean, Std: std})
+	}
+	if g.Steps == 0 {
+		e.printf("   GRPO took no step: %s", g.NoStepReason)
+	}
+	e.printf("   %d steps, %d episodes (%d trained on); mean reward per policy version:", g.Steps, g.Episodes, g.TrainedEpisodes)
+	for _, r := range g.PerVersion {
+		e.printf("     v%-3d %4d episodes  %.3f ± %.3f", r.Version, r.Episodes, r.Mean, r.Std)
+	}
+	return nil
+}
+
+// noStepReason says why the trainer has taken no step: its groups by outcome (from its metrics)
+// and its last "waiting for groups" line, which names the setting for the common cases (every
+// member of each group with the same reward; too few groups for batch_size).
+func noStepReason(tr *proc.Proc, batch int) string {
+	s := fmt.Sprintf("no batch of %d groups was ready", batch)
+	if by, err := tr.ScrapeBy("tau2rl_trainer_groups_total", "outcome"); err == nil && len(by) > 0 {
+		outcomes := make([]string, 0, len(by))
+		for o, n := range by {
+			outcomes = append(outcomes, fmt.Sprintf("%s %.0f", o, n))
+		}
+		sort.Strings(outcomes)
+		s += "; the trainer's groups by outcome: " + strings.Join(outcomes, ", ")
+	}
+	if why := lastLineWith(tr.Tail(200), trainerWaiting); why != "" {
+		s += "; its last word: " + why
+	}
+	return s
+}
+
+// figures draws the run's figures with tau2-eval plot, when the binary has that command.
+func (e *experiment) figures(ctx context.Context) error {
+	out := filepath.Join(e.dir, "figures")
+	args := []string{"plot", "dataset=" + e.rep.GRPO.Dataset, "baseline=" + strconv.FormatFloat(e.rep.Demos.MeanReward, 'f', 4, 64), "out=" + out}
+	if e.rep.GRPO.StepsLog != "" { // none when GRPO took no step: no mismatch figure then
+		args = append(args, "steps="+e.rep.GRPO.StepsLog)
+	}
+	text, err := e.oneShot(ctx, "plot", "tau2-eval", args...)
+	if err != nil {
+		if strings.Contains(text, "unknown command") {
+			e.printf("   tau2-eval has no plot command in this build: no figures")
+			return nil
+		}
+		return err
+	}
+	files, _ := filepath.Glob(filepath.Join(out, "*"))
+	e.rep.Figures = files
+	e.printf("   %d figures in %s", len(files), out)
+	return nil
+}
+
+func (e *experiment) writeReport() error {
+	b, err := json.MarshalIndent(e.rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, "report.json"), b, 0o644); err != nil {
+		return err
+	}
+	r := &e.rep
+	var s strings.Builder
+	fmt.Fprintf(&s, "# tau2rl learning experiment (%s)\n\n", time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(&s, "policy=%s backend=%s domain=%s split=%s tasks=%s model=%s%s\n\n", e.cfg.Policy, e.cfg.Backend, e.cfg.Domain, e.cfg.Split,
+		strings.Join(e.cfg.TaskIDs, ","), e.cfg.ModelConfig, e.cfg.ModelPath)
+	fmt.Fprintf(&s, "| stage | result |\n|---|---|\n")
+	fmt.Fprintf(&s, "| demonstrations (scripted, error rate %g) | %d episodes, success %.3f |\n", e.cfg.AgentErrorRate, r.Demos.Episodes, r.Demos.MeanReward)
+	fmt.Fprintf(&s, "| SFT | %d steps, loss %.3f → %.3f |\n", r.SFT.Steps, r.SFT.FirstLoss, r.SFT.LastLoss)
+	fmt.Fprintf(&s, "| eval before GRPO | avg %.3f, pass^k %s |\n", r.Before.Avg, rounded(r.Before.PassK))
+	fmt.Fprintf(&s, "| GRPO | %d steps, %d episodes (%d trained on), train %.0fs of %.0fs |\n", r.GRPO.Steps, r.GRPO.Episodes, r.GRPO.TrainedEpisodes,
+		r.GRPO.TrainSeconds, r.GRPO.WallSeconds)
+	fmt.Fprintf(&s, "| eval after GRPO | avg %.3f, pass^k %s |\n\n", r.After.Avg, rounded(r.After.PassK))
+	if r.GRPO.NoStepReason != "" {
+		fmt.Fprintf(&s, "**GRPO took no step** (the evaluation after is the SFT policy's again): %s\n\n", r.GRPO.NoStepReason)
+	}
+	fmt.Fprintf(&s, "Mean reward per policy version (episode start):\n\n| version | episodes | mean | std |\n|---|---|---|---|\n")
+	for _, v := range r.GRPO.PerVersion {
+		fmt.Fprintf(&s, "| v%d | %d | %.3f | %.3f |\n", v.Version, v.Episodes, v.Mean, v.Std)
+	}
+	fmt.Fprintf(&s, "\nTrain/inference log-prob mismatch per step (mean |behaviour − proximal|, fraction capped): %s %s\n", rounded(r.GRPO.MeanAbsDiff), rounded(r.GRPO.CapFraction))
+	for _, f := range r.Figures {
+		if rel, err := filepath.Rel(e.dir, f); err == nil && strings.HasSuffix(f, ".png") { // SVGs sit beside them
+			fmt.Fprintf(&s, "\n![%s](%s)\n", strings.TrimSuffix(filepath.Base(f), ".png"), rel)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, "report.md"), []byte(s.String()), 0o644); err != nil {
+		return err
+	}
+	e.printf("report: %s (and report.json)", filepath.Join(e.dir, "report.md"))
+	fmt.Fprint(e.out, "\n"+s.String())
+	return nil
+}
+
+// rounded prints a list of measurements (pass^k, mismatch per step) to three significant digits,
+// as the report's other numbers: [0.154 0.0412 0.00137], not 0.15384615384615385. report.json
+// keeps the exact values.
+func rounded(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.FormatFloat(x, 'g', 3, 64)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
