@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"tau2rl/lib/inference/chattemplate"
+	"tau2rl/lib/inference/protocol"
 	"tau2rl/lib/inference/tokenizer"
 	"tau2rl/lib/logs"
 	"tau2rl/lib/loopback"
@@ -249,16 +250,12 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { protocol.WriteJSON(w, status, v) }
 
-// writeError answers in the OpenAI error shape (SGLang and vLLM use it too).
+// writeError answers in the inference servers' error shape (protocol.ServerError: SGLang's
+// top-level fields and OpenAI's nested error), as tau2-sampler does.
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": http.StatusText(status), "code": status},
-		"object": "error", "message": msg, "code": status})
+	protocol.WriteServerError(w, status, msg)
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
@@ -357,27 +354,28 @@ func (s *Server) tokenCall(api API, r *http.Request, body []byte, ids []int32) (
 	return call, nil
 }
 
-// parseIDs reads a JSON array of token ids, checking them against the
-// vocabulary.
-func (s *Server) parseIDs(raw json.RawMessage) ([]int32, error) {
-	var ids []int32
-	if err := json.Unmarshal(raw, &ids); err != nil {
-		var batch [][]int32
-		if json.Unmarshal(raw, &batch) == nil {
-			return nil, errors.New("batched prompts are not supported by the scripted server")
-		}
-		return nil, fmt.Errorf("token ids: %w", err)
+// parseIDs reads a single prompt of token ids from field (protocol.TokenIDs), checking them
+// against the vocabulary.
+func (s *Server) parseIDs(field string, raw json.RawMessage) ([]int32, error) {
+	ids, err := protocol.TokenIDs(field, raw)
+	if err != nil {
+		return nil, err
 	}
-	if len(ids) == 0 {
-		//lint:ignore ST1005 SGLang's own error text, which clients may match on
-		return nil, errors.New("input_ids cannot be empty.")
-	}
-	for _, id := range ids {
+	for i, id := range ids {
 		if _, ok := s.tok.TokenBytes(id); !ok {
-			return nil, fmt.Errorf("token id %d is out of vocabulary", id)
+			return nil, fmt.Errorf("%s[%d]: token id %d is out of vocabulary", field, i, id)
 		}
 	}
 	return ids, nil
+}
+
+// logprobs widens a generation's log-probs for encoding (protocol clamps them).
+func (g generation) logprobs() []float64 {
+	out := make([]float64, len(g.logp))
+	for i, lp := range g.logp {
+		out[i] = float64(lp)
+	}
+	return out
 }
 
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {

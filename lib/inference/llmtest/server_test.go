@@ -13,6 +13,7 @@ import (
 	"strings"
 	"tau2rl/lib/inference/tokenizer/tokenizertest"
 	"testing"
+	"unicode/utf8"
 
 	"tau2rl/lib/inference/chattemplate"
 )
@@ -176,6 +177,31 @@ func TestCompletionsWireFormat(t *testing.T) {
 	}
 	if status, out := post(t, s.URL+"/v1/completions", map[string]any{"model": "qwen3", "prompt": "Say hi", "top_k": -1}); status != 200 {
 		t.Errorf("top_k -1: status %d (%v)", status, out)
+	}
+}
+
+// TestCompletionsTextOffset: text_offset is vLLM's, the cumulative code-point length of the
+// reported token strings: the tokens' text (multi-byte runes count one each), or the
+// "token_id:N" placeholders with return_tokens_as_token_ids.
+func TestCompletionsTextOffset(t *testing.T) {
+	s := newServer(t, Constant(Reply{Content: "Ça coûte 5 €, señor."}), WithModel("qwen3"))
+	ids, _ := promptIDs(t)
+	for _, asIDs := range []bool{false, true} {
+		_, out := post(t, s.URL+"/v1/completions", map[string]any{"model": "qwen3", "prompt": ids, "max_tokens": 100,
+			"logprobs": 0, "return_tokens_as_token_ids": asIDs})
+		lp := out["choices"].([]any)[0].(map[string]any)["logprobs"].(map[string]any)
+		toks, offs := lp["tokens"].([]any), lp["text_offset"].([]any)
+		nonASCII, off := false, 0
+		for i, tk := range toks {
+			if int(offs[i].(float64)) != off {
+				t.Fatalf("return_tokens_as_token_ids=%v: text_offset[%d] = %v, want %d (tokens %q, offsets %v)", asIDs, i, offs[i], off, toks, offs)
+			}
+			off += utf8.RuneCountInString(tk.(string))
+			nonASCII = nonASCII || len(tk.(string)) != utf8.RuneCountInString(tk.(string))
+		}
+		if !asIDs && !nonASCII {
+			t.Fatalf("no multi-byte token in %q: the test checks nothing", toks)
+		}
 	}
 }
 

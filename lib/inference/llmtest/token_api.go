@@ -4,11 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"tau2rl/lib/inference/protocol"
 	"tau2rl/lib/inference/tokenizer"
 )
 
@@ -19,20 +18,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req struct {
-		InputIDs       json.RawMessage `json:"input_ids"`
-		Text           *string         `json:"text"`
-		SamplingParams struct {
-			MaxNewTokens *int     `json:"max_new_tokens"`
-			Temperature  *float64 `json:"temperature"`
-			StopTokenIDs []int32  `json:"stop_token_ids"`
-		} `json:"sampling_params"`
-		ReturnLogprob bool   `json:"return_logprob"`
-		Rid           string `json:"rid"`
-		Stream        bool   `json:"stream"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "decode request: "+err.Error())
+	req, err := protocol.DecodeGenerateRequest(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if req.Stream {
@@ -41,12 +29,8 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	}
 	var ids []int32
 	switch {
-	case req.InputIDs != nil && req.Text != nil:
-		writeError(w, http.StatusBadRequest, "Either text, input_ids or input_embeds should be provided.")
-		return
-	case req.InputIDs != nil:
-		var err error
-		if ids, err = s.parseIDs(req.InputIDs); err != nil {
+	case !protocol.IsNull(req.InputIDs):
+		if ids, err = s.parseIDs("input_ids", req.InputIDs); err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
@@ -56,21 +40,27 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "Either text, input_ids or input_embeds should be provided.")
 		return
 	}
+	sp := req.SamplingParams
+	stopIDs, err := protocol.StopIDs(sp.StopTokenIDs)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "sampling_params."+err.Error())
+		return
+	}
 	call, err := s.tokenCall(APIGenerate, r, body, ids)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	call.MaxTokens = 128 // SGLang's default
-	if req.SamplingParams.MaxNewTokens != nil {
-		if *req.SamplingParams.MaxNewTokens < 0 {
+	call.MaxTokens = protocol.SGLangDefaultMaxNewTokens
+	if sp.MaxNewTokens != nil {
+		if *sp.MaxNewTokens < 0 {
 			writeError(w, http.StatusBadRequest, "max_new_tokens must be at least 0")
 			return
 		}
-		call.MaxTokens = *req.SamplingParams.MaxNewTokens
+		call.MaxTokens = *sp.MaxNewTokens
 	}
-	call.Temperature = req.SamplingParams.Temperature
-	g, err := s.complete(r.Context(), call, req.SamplingParams.StopTokenIDs)
+	call.Temperature = sp.Temperature
+	g, err := s.complete(r.Context(), call, stopIDs)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
@@ -79,26 +69,20 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	if rid == "" {
 		rid = fmt.Sprintf("llmtest-%d", call.Seq)
 	}
-	finish := map[string]any{"type": "stop", "matched": g.matched}
-	if g.finish == "length" {
-		finish = map[string]any{"type": "length", "length": len(g.ids)}
+	finish := protocol.StopOnToken(g.matched)
+	if g.finish == protocol.FinishTypeLength {
+		finish = protocol.StoppedAtLength(len(g.ids))
 	}
-	meta := map[string]any{
-		"id": rid, "finish_reason": finish, "prompt_tokens": len(ids), "completion_tokens": len(g.ids),
-		"cached_tokens": 0, "reasoning_tokens": 0, "weight_version": g.version, "num_retractions": 0,
-		"e2e_latency": time.Since(start).Seconds(),
-	}
+	out := protocol.GenerateResponse{OutputIDs: g.ids, MetaInfo: protocol.MetaInfo{
+		ID: rid, FinishReason: finish, PromptTokens: len(ids), CompletionTokens: len(g.ids),
+		WeightVersion: g.version, E2ELatency: time.Since(start).Seconds(),
+	}}
 	if req.ReturnLogprob {
-		out := make([][3]any, len(g.ids))
-		for i, id := range g.ids {
-			out[i] = [3]any{g.logp[i], id, nil}
-		}
-		meta["input_token_logprobs"] = [][3]any{{nil, ids[len(ids)-1], nil}}
-		meta["output_token_logprobs"] = out
-		meta["output_token_logprobs_length"] = len(out)
+		out.MetaInfo.SetOutputLogprobs(ids[len(ids)-1], g.ids, g.logprobs())
 	}
 	text, _ := s.tok.DecodeSkipSpecial(g.ids)
-	writeJSON(w, http.StatusOK, map[string]any{"text": text, "output_ids": g.ids, "meta_info": meta})
+	out.Text = &text
+	writeJSON(w, http.StatusOK, out)
 }
 
 // completions serves vLLM's POST /v1/completions with a token-id or text
@@ -108,22 +92,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req struct {
-		Model                  string          `json:"model"`
-		Prompt                 json.RawMessage `json:"prompt"`
-		MaxTokens              *int            `json:"max_tokens"`
-		Temperature            *float64        `json:"temperature"`
-		TopK                   *int            `json:"top_k"`
-		StopTokenIDs           []int32         `json:"stop_token_ids"`
-		Logprobs               *int            `json:"logprobs"`
-		Echo                   bool            `json:"echo"`
-		N                      *int            `json:"n"`
-		Stream                 bool            `json:"stream"`
-		ReturnTokenIDs         *bool           `json:"return_token_ids"`
-		ReturnTokensAsTokenIDs *bool           `json:"return_tokens_as_token_ids"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "decode request: "+err.Error())
+	req, err := protocol.DecodeCompletionRequest(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if req.Stream || req.Echo || (req.N != nil && *req.N != 1) {
@@ -145,18 +116,23 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var ids []int32
-	var text string
-	if json.Unmarshal(req.Prompt, &text) == nil {
-		ids = s.tok.Encode(text)
-	} else {
-		var err error
-		if ids, err = s.parseIDs(req.Prompt); err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
+	if protocol.IsString(req.Prompt) {
+		var text string
+		if err := json.Unmarshal(req.Prompt, &text); err != nil {
+			writeError(w, http.StatusBadRequest, "prompt: "+err.Error())
 			return
 		}
+		if ids = s.tok.Encode(text); len(ids) == 0 {
+			writeError(w, http.StatusBadRequest, "prompt cannot be empty.")
+			return
+		}
+	} else if ids, err = s.parseIDs("prompt", req.Prompt); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
 	}
-	if len(ids) == 0 {
-		writeError(w, http.StatusBadRequest, "empty prompt")
+	stopIDs, err := protocol.StopIDs(req.StopTokenIDs)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	call, err := s.tokenCall(APICompletions, r, body, ids)
@@ -165,56 +141,40 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	call.Model = req.Model
-	call.MaxTokens = 16 // vLLM's default
+	call.MaxTokens = protocol.VLLMDefaultMaxTokens
 	if req.MaxTokens != nil {
 		call.MaxTokens = *req.MaxTokens
 	}
 	call.Temperature = req.Temperature
-	g, err := s.complete(r.Context(), call, req.StopTokenIDs)
+	g, err := s.complete(r.Context(), call, stopIDs)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	// The text leaves out the EOS token, as vLLM's does.
 	textIDs := g.ids
-	if g.finish == "stop" && g.matched == s.imEnd {
+	if g.finish == protocol.FinishTypeStop && g.matched == s.imEnd {
 		textIDs = g.ids[:len(g.ids)-1]
 	}
 	outText, _ := s.tok.Decode(textIDs)
-	asIDs := req.ReturnTokensAsTokenIDs != nil && *req.ReturnTokensAsTokenIDs
-	choice := map[string]any{"index": 0, "text": outText, "finish_reason": g.finish, "stop_reason": nil,
-		"prompt_logprobs": nil, "routed_experts": nil}
-	if g.finish == "stop" && g.matched != s.imEnd {
-		choice["stop_reason"] = g.matched
+	choice := protocol.CompletionChoice{Text: outText, FinishReason: &g.finish}
+	if g.finish == protocol.FinishTypeStop && g.matched != s.imEnd {
+		choice.StopReason = g.matched
 	}
 	if req.Logprobs != nil {
-		lp := map[string]any{}
+		asIDs := req.ReturnTokensAsTokenIDs != nil && *req.ReturnTokensAsTokenIDs
 		tokens := make([]string, len(g.ids))
-		top := make([]map[string]float32, len(g.ids))
-		offs := make([]int, len(g.ids))
-		off := 0
 		for i, id := range g.ids {
 			tokens[i] = tokenString(s.tok, id, asIDs)
-			top[i] = map[string]float32{tokens[i]: g.logp[i]}
-			offs[i] = off
-			off += utf8.RuneCountInString(tokenString(s.tok, id, false))
 		}
-		lp["tokens"], lp["token_logprobs"], lp["top_logprobs"], lp["text_offset"] = tokens, g.logp, top, offs
-		choice["logprobs"] = lp
-	} else {
-		choice["logprobs"] = nil
+		choice.Logprobs = protocol.NewCompletionLogprobs(tokens, g.logprobs())
 	}
 	if req.ReturnTokenIDs != nil && *req.ReturnTokenIDs {
-		choice["token_ids"], choice["prompt_token_ids"] = g.ids, ids
+		choice.TokenIDs, choice.PromptTokenIDs = g.ids, ids
 	}
-	model := req.Model
-	if model == "" {
-		model = s.model
-	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"id": fmt.Sprintf("cmpl-llmtest-%d", call.Seq), "object": "text_completion", "created": time.Now().Unix(),
-		"model": model, "choices": []any{choice},
-		"usage": map[string]any{"prompt_tokens": len(ids), "completion_tokens": len(g.ids), "total_tokens": len(ids) + len(g.ids)},
+	writeJSON(w, http.StatusOK, protocol.CompletionResponse{
+		ID: fmt.Sprintf("cmpl-llmtest-%d", call.Seq), Object: "text_completion", Created: time.Now().Unix(),
+		Model: req.Model, Choices: []protocol.CompletionChoice{choice}, Usage: protocol.NewUsage(len(ids), len(g.ids)),
 	})
 }
 
@@ -222,7 +182,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 // "token_id:N" with return_tokens_as_token_ids.
 func tokenString(tok *tokenizer.Tokenizer, id int32, asID bool) string {
 	if asID {
-		return "token_id:" + strconv.Itoa(int(id))
+		return protocol.TokenIDString(id)
 	}
 	b, _ := tok.TokenBytes(id)
 	return tokenizer.LossyUTF8(b)
@@ -234,12 +194,9 @@ func (s *Server) updateWeightsFromDisk(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req struct {
-		ModelPath     string  `json:"model_path"`
-		WeightVersion *string `json:"weight_version"`
-	}
+	var req protocol.UpdateWeightsFromDiskRequest
 	if err := json.Unmarshal(body, &req); err != nil || strings.TrimSpace(req.ModelPath) == "" {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"success": false, "message": "model_path is required", "num_paused_requests": 0})
+		writeJSON(w, http.StatusBadRequest, protocol.UpdateWeightsResponse{Success: new(bool), Message: "model_path is required", NumPausedRequests: 0})
 		return
 	}
 	s.mu.Lock()
@@ -250,7 +207,8 @@ func (s *Server) updateWeightsFromDisk(w http.ResponseWriter, r *http.Request) {
 		msg += " Weight version updated to " + *req.WeightVersion + "."
 	}
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]any{"success": true, "message": msg, "num_paused_requests": 0})
+	success := true
+	writeJSON(w, http.StatusOK, protocol.UpdateWeightsResponse{Success: &success, Message: msg, NumPausedRequests: 0})
 }
 
 // vllmReload serves vLLM's dev-mode weight-transfer sequence with the
@@ -265,27 +223,23 @@ func (s *Server) vllmReload(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := &s.vllm
-	fail := func(msg string) { writeJSON(w, http.StatusBadRequest, map[string]any{"error": msg}) }
+	fail := func(msg string) { writeJSON(w, http.StatusBadRequest, protocol.ControlResponse{Error: msg}) }
 	switch r.URL.Path {
 	case "/pause":
 		st.paused = true
-		writeJSON(w, http.StatusOK, map[string]any{"status": "paused"})
+		writeJSON(w, http.StatusOK, protocol.ControlResponse{Status: "paused"})
 	case "/resume":
 		st.paused = false
-		writeJSON(w, http.StatusOK, map[string]any{"status": "resumed"})
+		writeJSON(w, http.StatusOK, protocol.ControlResponse{Status: "resumed"})
 	case "/start_weight_update":
 		if st.updating {
 			fail("a weight update is already in progress")
 			return
 		}
 		st.updating, st.path = true, ""
-		writeJSON(w, http.StatusOK, map[string]any{"message": "Weight update started"})
+		writeJSON(w, http.StatusOK, protocol.ControlResponse{Message: "Weight update started"})
 	case "/update_weights":
-		var req struct {
-			UpdateInfo struct {
-				Path string `json:"path"`
-			} `json:"update_info"`
-		}
+		var req protocol.VLLMUpdateWeightsRequest
 		if !st.updating {
 			fail("no weight update in progress")
 			return
@@ -295,11 +249,9 @@ func (s *Server) vllmReload(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		st.path = req.UpdateInfo.Path
-		writeJSON(w, http.StatusOK, map[string]any{"message": "Weights updated"})
+		writeJSON(w, http.StatusOK, protocol.ControlResponse{Message: "Weights updated"})
 	case "/finish_weight_update":
-		var req struct {
-			WeightVersion *string `json:"weight_version"`
-		}
+		var req protocol.FinishWeightUpdateRequest
 		if !st.updating || st.path == "" {
 			fail("no weights were updated")
 			return
@@ -314,12 +266,12 @@ func (s *Server) vllmReload(w http.ResponseWriter, r *http.Request) {
 		if req.WeightVersion != nil {
 			s.version = *req.WeightVersion
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"message": "Weight update finished"})
+		writeJSON(w, http.StatusOK, protocol.ControlResponse{Message: "Weight update finished"})
 	}
 }
 
 func (s *Server) isPaused(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]any{"is_paused": s.vllm.paused})
+	writeJSON(w, http.StatusOK, protocol.IsPausedResponse{IsPaused: s.vllm.paused})
 }
