@@ -4,6 +4,7 @@
 #   promtool         (package prometheus) validates the Prometheus scrape config and alert rules
 #   systemd-analyze  (package systemd) verifies the systemd units
 #   node/npm         (package npm) run the Hugging Face tokenizer and chat-template oracles
+#   bwrap, rg        (packages bubblewrap, ripgrep) banking_knowledge's terminal_use sandbox
 # None is needed to build or run tau2rl. Without a tool its tests skip, saying so; CI sets
 # TAU2RL_REQUIRE_TOOLS=1 (and TAU2RL_REQUIRE_ORACLE=1), which makes them fail instead.
 #
@@ -27,6 +28,8 @@ command -v kcat >/dev/null || missing kcat "kcat, for the Kafka interoperability
 command -v promtool >/dev/null || missing prometheus "promtool, to validate the monitoring rules (deploy/deploytest)"
 command -v systemd-analyze >/dev/null || missing systemd "systemd-analyze, to verify the systemd units (deploy/deploytest)"
 command -v npm >/dev/null || missing npm "node and npm, for the Hugging Face tokenizer and chat-template oracles"
+command -v bwrap >/dev/null || missing bubblewrap "bwrap, the sandbox of banking_knowledge's terminal_use shell tool (tau2/knowledge)"
+command -v rg >/dev/null || missing ripgrep "rg, offered inside the terminal_use sandbox (tau2/knowledge)"
 ((${#need[@]})) || exit 0
 {
   echo "install-deps: not installed (the tests that need them skip; make deps installs them):"

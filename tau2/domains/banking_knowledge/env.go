@@ -1,6 +1,7 @@
 package banking_knowledge
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,6 +34,7 @@ type variant struct {
 	grep     bool
 	fullKB   bool // {{full_knowledge_base}} inlined
 	golden   bool // {{required_documents}} inlined per task
+	shell    bool // read-only shell in the bubblewrap sandbox
 }
 
 // variants lists the configurations this port implements, by name.
@@ -43,6 +45,7 @@ var variants = map[string]variant{
 	"grep_only":        {name: "grep_only", template: "grep_only", grep: true},
 	"bm25":             {name: "bm25", template: "classic_rag_bm25_no_grep", kbSearch: true},
 	"bm25_grep":        {name: "bm25_grep", template: "classic_rag_bm25", kbSearch: true, grep: true},
+	"terminal_use":     {name: "terminal_use", template: "agentic_search", shell: true},
 }
 
 // Retrievals lists the implemented retrieval configuration names, sorted.
@@ -59,7 +62,7 @@ func Retrievals() []string {
 var upstreamOnly = []string{"alltools", "alltools-qwen", "AllTools", "qwen_embeddings", "qwen_embeddings_grep",
 	"openai_embeddings", "openai_embeddings_grep", "qwen_embeddings_reranker", "qwen_embeddings_reranker_grep",
 	"openai_embeddings_reranker", "openai_embeddings_reranker_grep", "bm25_reranker", "bm25_reranker_grep",
-	"terminal_use", "terminal_use_write"}
+	"terminal_use_write"}
 
 // base is the data loaded once per process and data directory.
 type base struct {
@@ -71,6 +74,7 @@ type base struct {
 	mu        sync.Mutex
 	toolkits  map[string]*env.Toolkit
 	userTools *env.Toolkit
+	sandbox   *knowledge.Sandbox // terminal_use's, exported once per process
 }
 
 func load(dataDir string) (*base, error) {
@@ -159,13 +163,23 @@ func (b *base) goldenPolicy(task *data.Task) string {
 }
 
 // toolkit returns the agent toolkit of a variant (built once).
-func (b *base) toolkit(v variant) *env.Toolkit {
+func (b *base) toolkit(v variant) (*env.Toolkit, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if tk, ok := b.toolkits[v.name]; ok {
-		return tk
+		return tk, nil
 	}
 	var tools []*env.Tool
+	if v.shell {
+		if b.sandbox == nil {
+			sb, err := knowledge.NewSandbox(b.kb, "")
+			if err != nil {
+				return nil, fmt.Errorf("retrieval config %s: %w", v.name, err)
+			}
+			b.sandbox = sb
+		}
+		tools = append(tools, b.shellTool())
+	}
 	if v.kbSearch {
 		tools = append(tools, b.kbSearchTool())
 	}
@@ -175,7 +189,32 @@ func (b *base) toolkit(v variant) *env.Toolkit {
 	tools = append(tools, baseAgentTools()...)
 	tk := env.MustToolkit("KnowledgeTools", tools)
 	b.toolkits[v.name] = tk
-	return tk
+	return tk, nil
+}
+
+// shellTool is ShellMixin.shell over the sandbox.
+func (b *base) shellTool() *env.Tool {
+	return env.NewTool("shell", env.Read, schemas.Get("shell"), func(db *DB, a *env.Args) (any, error) {
+		c := a.Raw("command")
+		cmd, ok := c.(string)
+		if !ok {
+			return nil, fmt.Errorf("expected string or bytes-like object, got '%s'", pyjson.TypeName(c))
+		}
+		rc, out, errText := b.sandbox.Run(context.Background(), cmd)
+		if rc != 0 {
+			if rc == 1 && strings.Contains(cmd, "grep") && errText == "" {
+				return "No matches found.", nil
+			}
+			if errText != "" {
+				return fmt.Sprintf("Error (exit code %d): %s", rc, errText), nil
+			}
+			return fmt.Sprintf("Command failed with exit code %d", rc), nil
+		}
+		if out == "" {
+			return "(no output)", nil
+		}
+		return out, nil
+	})
 }
 
 // formatHits is the result listing shared by KB_search and grep.
@@ -274,11 +313,15 @@ func New(opts env.Options) (*env.Environment, error) {
 		}
 		return nil, fmt.Errorf("Unknown retrieval variant: %q. Available: %v", name, Retrievals())
 	}
+	tk, err := b.toolkit(v)
+	if err != nil {
+		return nil, err
+	}
 	db := b.db.Fork().(*DB)
 	e := &env.Environment{
 		Domain: Domain,
 		Policy: b.prompts[v.name],
-		Agent:  env.Side{Toolkit: b.toolkit(v), DB: db},
+		Agent:  env.Side{Toolkit: tk, DB: db},
 		User:   env.Side{Toolkit: b.userTools, DB: db},
 	}
 	if v.golden {

@@ -2,6 +2,7 @@ package banking_knowledge
 
 import (
 	"errors"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -59,7 +60,7 @@ func TestRetrievalConfigs(t *testing.T) {
 			t.Errorf("%q user tools: %s", c.name, got)
 		}
 	}
-	for _, bad := range []string{"terminal_use", "alltools", "nope"} {
+	for _, bad := range []string{"terminal_use_write", "alltools", "nope"} {
 		if _, err := New(env.Options{DataDir: dir, Retrieval: bad}); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
@@ -219,6 +220,43 @@ func TestAnySplitIsAllTasks(t *testing.T) {
 		tasks, err := data.LoadSplit(dir, Domain, data.Head, split)
 		if err != nil || len(tasks) != 97 {
 			t.Errorf("split %q: %d tasks, %v", split, len(tasks), err)
+		}
+	}
+}
+
+// TestTerminalUse: the terminal_use configuration's shell tool (first in
+// the tool list) over the exported knowledge base, with upstream's result
+// texts for no grep match, errors and empty output.
+func TestTerminalUse(t *testing.T) {
+	dir := tau2test.DataDir(t)
+	e, err := New(env.Options{DataDir: dir, Retrieval: "terminal_use"})
+	if errors.Is(err, knowledge.ErrSandboxUnavailable) {
+		if os.Getenv("TAU2RL_REQUIRE_TOOLS") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(toolNames(e), " "); got != "shell "+baseNames {
+		t.Errorf("tools: %s", got)
+	}
+	if !strings.Contains(e.Policy, "`shell`") || strings.Contains(e.Policy, "{{") {
+		t.Error("policy: shell instructions missing or placeholder left")
+	}
+	for _, c := range []struct{ cmd, want string }{
+		{"ls | wc -l", "699\n"},
+		{"head -n 1 doc_bank_accounts_bank_accounts__general__001.md", "# Internal: Opening Personal Checking Accounts\n"},
+		{"grep -l zzqqxx_nothing *.md", "No matches found."},
+		{"cat nope.md", "Error (exit code 1): cat: nope.md: No such file or directory\n"},
+		{"true", "(no output)"},
+		{"false", "Command failed with exit code 1"},
+		{"cat ../x", "Error (exit code 1): Error: Command blocked - contains '..' which could escape the sandbox"},
+	} {
+		out, _ := e.Call(env.Assistant, "shell", pyjson.MustDumps(pyjson.NewObject("command", c.cmd)))
+		if out != c.want {
+			t.Errorf("%q: %q, want %q", c.cmd, out, c.want)
 		}
 	}
 }
