@@ -37,7 +37,7 @@ type Sandbox struct {
 	Timeout time.Duration
 	// MaxOutput is the limit in bytes of stdout and of stderr (default
 	// 256 KiB); a command writing more is stopped and its output cut.
-	MaxOutput int
+	MaxOutput             int
 	bwrap, prlimit, shell string
 	nproc                 int
 	asRoot                bool
