@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+
+	"tau2rl/lib/inference/protocol"
 )
 
 // Reloader makes an inference server serve new weights: the checkpoint
@@ -45,30 +47,19 @@ func NewSGLangReloader(ep *Endpoint, opts SGLangReloadOptions) *SGLangReloader {
 	return &SGLangReloader{ep: ep, opts: opts}
 }
 
-type sglangUpdateRequest struct {
-	ModelPath        string `json:"model_path"`
-	LoadFormat       string `json:"load_format,omitempty"`
-	AbortAllRequests bool   `json:"abort_all_requests"`
-	WeightVersion    string `json:"weight_version"`
-	FlushCache       bool   `json:"flush_cache"`
-}
-
-type sglangUpdateResponse struct {
-	Success *bool  `json:"success"`
-	Message string `json:"message"`
-}
-
 // LoadWeights implements Reloader.
 func (r *SGLangReloader) LoadWeights(ctx context.Context, path string, version int64) error {
 	const op = "update_weights"
 	if path == "" {
 		return &Error{Endpoint: r.ep.name, Op: op, Kind: ErrRejected, Err: errors.New("empty checkpoint path")}
 	}
-	body, _ := json.Marshal(sglangUpdateRequest{
-		ModelPath: path, LoadFormat: r.opts.LoadFormat, AbortAllRequests: r.opts.AbortAllRequests,
-		WeightVersion: VersionString(version), FlushCache: !r.opts.KeepCache,
-	})
-	var res sglangUpdateResponse
+	req := protocol.UpdateWeightsFromDiskRequest{ModelPath: path, AbortAllRequests: r.opts.AbortAllRequests,
+		WeightVersion: ptr(VersionString(version)), FlushCache: ptr(!r.opts.KeepCache)}
+	if r.opts.LoadFormat != "" {
+		req.LoadFormat = &r.opts.LoadFormat
+	}
+	body, _ := json.Marshal(req) // always encodes
+	var res protocol.UpdateWeightsResponse
 	if _, err := r.ep.DoCheck(ctx, op, http.MethodPost, "/update_weights_from_disk", body, func(data []byte) error {
 		if err := json.Unmarshal(data, &res); err != nil {
 			return fmt.Errorf("decode response: %w", err)
@@ -123,10 +114,10 @@ func (r *VLLMReloader) LoadWeights(ctx context.Context, path string, version int
 	if err := post("/start_weight_update", nil); err != nil {
 		return err
 	}
-	if err := post("/update_weights", map[string]any{"update_info": map[string]string{"path": path}}); err != nil {
+	if err := post("/update_weights", protocol.NewVLLMUpdateWeights(path)); err != nil {
 		return err
 	}
-	return post("/finish_weight_update", map[string]string{"weight_version": VersionString(version)})
+	return post("/finish_weight_update", protocol.FinishWeightUpdateRequest{WeightVersion: ptr(VersionString(version))})
 }
 
 // WeightLoad is one call recorded by NopReloader.

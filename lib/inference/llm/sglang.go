@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"tau2rl/lib/inference/protocol"
 )
 
 // SGLang is a Policy on SGLang's native POST /generate with input_ids
@@ -17,65 +19,19 @@ type SGLang struct{ ep *Endpoint }
 // NewSGLang returns a client for the SGLang server at ep.
 func NewSGLang(ep *Endpoint) *SGLang { return &SGLang{ep: ep} }
 
-// Wire format of POST /generate (single prompt, non-streaming).
-type sglangGenerateRequest struct {
-	InputIDs       []int32        `json:"input_ids"`
-	SamplingParams sglangSampling `json:"sampling_params"`
-	ReturnLogprob  bool           `json:"return_logprob"`
-	Rid            string         `json:"rid,omitempty"`
-}
-
-type sglangSampling struct {
-	MaxNewTokens int     `json:"max_new_tokens"`
-	Temperature  float64 `json:"temperature"` // always sent: 0 is greedy
-	TopP         float64 `json:"top_p"`
-	TopK         int     `json:"top_k"` // -1 disables
-	MinP         float64 `json:"min_p"`
-	StopTokenIDs []int32 `json:"stop_token_ids,omitempty"`
-	SamplingSeed *int64  `json:"sampling_seed,omitempty"`
-}
-
-type sglangGenerateResponse struct {
-	Text      *string        `json:"text"`
-	OutputIDs []int32        `json:"output_ids"`
-	MetaInfo  sglangMetaInfo `json:"meta_info"`
-}
-
-type sglangMetaInfo struct {
-	ID                  string              `json:"id"`
-	FinishReason        *sglangFinishReason `json:"finish_reason"`
-	PromptTokens        int                 `json:"prompt_tokens"`
-	CompletionTokens    int                 `json:"completion_tokens"`
-	CachedTokens        int                 `json:"cached_tokens"`
-	WeightVersion       string              `json:"weight_version"`
-	WeightVersions      []sglangVersionSpan `json:"weight_versions,omitempty"`
-	OutputTokenLogprobs [][3]any            `json:"output_token_logprobs"`
-}
-
-type sglangFinishReason struct {
-	Type    string          `json:"type"`
-	Matched json.RawMessage `json:"matched,omitempty"`
-	Length  int             `json:"length,omitempty"`
-	Message string          `json:"message,omitempty"`
-}
-
-type sglangVersionSpan struct {
-	Version string `json:"version"`
-	Start   int    `json:"start"`
-	End     int    `json:"end"`
-}
-
 // Generate implements Policy.
 func (c *SGLang) Generate(ctx context.Context, req GenerateRequest) (GenerateResult, error) {
 	const op = "generate"
 	if err := req.validate(); err != nil {
 		return GenerateResult{}, &Error{Endpoint: c.ep.name, Op: op, Kind: ErrRejected, Err: err}
 	}
-	body, err := json.Marshal(sglangGenerateRequest{
-		InputIDs: req.InputIDs,
-		SamplingParams: sglangSampling{
-			MaxNewTokens: req.MaxNewTokens, Temperature: req.Temperature, TopP: req.topP(), TopK: req.topK(),
-			MinP: req.MinP, StopTokenIDs: req.StopTokenIDs, SamplingSeed: req.Seed,
+	// Every sampling field is sent: SGLang's max_new_tokens default is only 128, and an omitted
+	// temperature would be the server's default, not the request's 0 (greedy).
+	body, err := json.Marshal(protocol.GenerateRequest{
+		InputIDs: protocol.IDs(req.InputIDs),
+		SamplingParams: &protocol.SamplingParams{
+			MaxNewTokens: &req.MaxNewTokens, Temperature: &req.Temperature, TopP: ptr(req.topP()), TopK: ptr(req.topK()),
+			MinP: &req.MinP, StopTokenIDs: widen(req.StopTokenIDs), SamplingSeed: req.Seed,
 		},
 		ReturnLogprob: true,
 		Rid:           req.RequestID,
@@ -101,7 +57,7 @@ func decodeSGLang(data []byte) (GenerateResult, error) {
 	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '[' {
 		return GenerateResult{}, fmt.Errorf("got a batch (JSON array) response to a single prompt")
 	}
-	var r sglangGenerateResponse
+	var r protocol.GenerateResponse
 	if err := json.Unmarshal(data, &r); err != nil {
 		return GenerateResult{}, fmt.Errorf("decode /generate response: %w", err)
 	}
@@ -115,15 +71,14 @@ func decodeSGLang(data []byte) (GenerateResult, error) {
 		res.OutputIDs = []int32{}
 	}
 	switch m.FinishReason.Type {
-	case "stop":
+	case protocol.FinishTypeStop:
 		res.FinishReason = FinishStop
-		var id int32
-		if json.Unmarshal(m.FinishReason.Matched, &id) == nil {
+		if id, ok := m.FinishReason.MatchedToken(); ok {
 			res.MatchedStop = id
 		}
-	case "length":
+	case protocol.FinishTypeLength:
 		res.FinishReason = FinishLength
-	case "abort":
+	case protocol.FinishTypeAbort:
 		res.FinishReason = FinishAbort
 	default:
 		return GenerateResult{}, fmt.Errorf("unknown finish_reason type %q", m.FinishReason.Type)
@@ -133,15 +88,13 @@ func decodeSGLang(data []byte) (GenerateResult, error) {
 	}
 	res.Logprobs = make([]float32, len(res.OutputIDs))
 	for i, tr := range m.OutputTokenLogprobs {
-		lp, ok := tr[0].(float64)
-		if !ok {
-			return GenerateResult{}, fmt.Errorf("output_token_logprobs[%d]: logprob %v is not a number", i, tr[0])
+		if tr.Logprob == nil {
+			return GenerateResult{}, fmt.Errorf("output_token_logprobs[%d]: logprob is null", i)
 		}
-		id, ok := tr[1].(float64)
-		if !ok || int32(id) != res.OutputIDs[i] {
-			return GenerateResult{}, fmt.Errorf("output_token_logprobs[%d]: token %v does not match output_ids[%d]=%d", i, tr[1], i, res.OutputIDs[i])
+		if tr.TokenID != res.OutputIDs[i] {
+			return GenerateResult{}, fmt.Errorf("output_token_logprobs[%d]: token %d does not match output_ids[%d]=%d", i, tr.TokenID, i, res.OutputIDs[i])
 		}
-		res.Logprobs[i] = float32(lp)
+		res.Logprobs[i] = float32(*tr.Logprob)
 	}
 	if len(m.WeightVersions) > 0 {
 		for _, s := range m.WeightVersions {
@@ -154,4 +107,18 @@ func decodeSGLang(data []byte) (GenerateResult, error) {
 		res.VersionSpans = []VersionSpan{{Version: m.WeightVersion, Start: 0, End: len(res.OutputIDs)}}
 	}
 	return res, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// widen converts token ids to the wire's stop_token_ids.
+func widen(ids []int32) []int64 {
+	if ids == nil {
+		return nil
+	}
+	out := make([]int64, len(ids))
+	for i, id := range ids {
+		out[i] = int64(id)
+	}
+	return out
 }

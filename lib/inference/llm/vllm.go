@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
+
+	"tau2rl/lib/inference/protocol"
 )
 
 // VLLM is a Policy on vLLM's POST /v1/completions with a token-id prompt
@@ -25,53 +25,19 @@ type VLLM struct {
 // one would be wrong; configurations require policy.model for vLLM).
 func NewVLLM(ep *Endpoint, model string) *VLLM { return &VLLM{ep: ep, model: model} }
 
-type vllmCompletionRequest struct {
-	Model                  string  `json:"model,omitempty"`
-	Prompt                 []int32 `json:"prompt"`
-	MaxTokens              int     `json:"max_tokens"`
-	Temperature            float64 `json:"temperature"` // always sent: 0 is greedy
-	TopP                   float64 `json:"top_p"`
-	TopK                   int     `json:"top_k"` // -1 disables (vLLM before 0.9 rejects 0)
-	MinP                   float64 `json:"min_p"`
-	StopTokenIDs           []int32 `json:"stop_token_ids,omitempty"`
-	Seed                   *int64  `json:"seed,omitempty"`
-	Logprobs               int     `json:"logprobs"`
-	ReturnTokenIDs         bool    `json:"return_token_ids"`
-	ReturnTokensAsTokenIDs bool    `json:"return_tokens_as_token_ids"`
-	SkipSpecialTokens      bool    `json:"skip_special_tokens"`
-	RequestID              string  `json:"request_id,omitempty"`
-}
-
-type vllmCompletionResponse struct {
-	Choices []struct {
-		Index    int    `json:"index"`
-		Text     string `json:"text"`
-		Logprobs *struct {
-			Tokens        []string   `json:"tokens"`
-			TokenLogprobs []*float64 `json:"token_logprobs"`
-		} `json:"logprobs"`
-		FinishReason *string `json:"finish_reason"`
-		StopReason   any     `json:"stop_reason"`
-		TokenIDs     []int32 `json:"token_ids"`
-		PromptIDs    []int32 `json:"prompt_token_ids"`
-	} `json:"choices"`
-	Usage struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
-	} `json:"usage"`
-}
-
 // Generate implements Policy.
 func (c *VLLM) Generate(ctx context.Context, req GenerateRequest) (GenerateResult, error) {
 	const op = "completions"
 	if err := req.validate(); err != nil {
 		return GenerateResult{}, &Error{Endpoint: c.ep.name, Op: op, Kind: ErrRejected, Err: err}
 	}
-	body, err := json.Marshal(vllmCompletionRequest{
-		Model: c.model, Prompt: req.InputIDs, MaxTokens: req.MaxNewTokens,
-		Temperature: req.Temperature, TopP: req.topP(), TopK: req.topK(), MinP: req.MinP,
-		StopTokenIDs: req.StopTokenIDs, Seed: req.Seed, Logprobs: 0,
-		ReturnTokenIDs: true, ReturnTokensAsTokenIDs: true, SkipSpecialTokens: false,
+	// Every sampling field is sent (vLLM's max_tokens default is 16); top_k −1 disables, as
+	// vLLM before 0.9 rejects 0.
+	body, err := json.Marshal(protocol.CompletionRequest{
+		Model: c.model, Prompt: protocol.IDs(req.InputIDs), MaxTokens: &req.MaxNewTokens,
+		Temperature: &req.Temperature, TopP: ptr(req.topP()), TopK: ptr(req.topK()), MinP: &req.MinP,
+		StopTokenIDs: widen(req.StopTokenIDs), Seed: req.Seed, Logprobs: ptr(0),
+		ReturnTokenIDs: ptr(true), ReturnTokensAsTokenIDs: ptr(true), SkipSpecialTokens: ptr(false),
 		RequestID: req.RequestID,
 	})
 	if err != nil {
@@ -94,7 +60,7 @@ func (c *VLLM) Generate(ctx context.Context, req GenerateRequest) (GenerateResul
 }
 
 func decodeVLLM(data []byte) (GenerateResult, error) {
-	var r vllmCompletionResponse
+	var r protocol.CompletionResponse
 	if err := json.Unmarshal(data, &r); err != nil {
 		return GenerateResult{}, fmt.Errorf("decode /v1/completions response: %w", err)
 	}
@@ -109,12 +75,11 @@ func decodeVLLM(data []byte) (GenerateResult, error) {
 	if ids == nil { // older servers: recover ids from "token_id:N" strings
 		ids = make([]int32, len(ch.Logprobs.Tokens))
 		for i, t := range ch.Logprobs.Tokens {
-			s, ok := strings.CutPrefix(t, "token_id:")
-			n, err := strconv.ParseInt(s, 10, 32)
-			if !ok || err != nil {
+			id, ok := protocol.ParseTokenIDString(t)
+			if !ok {
 				return GenerateResult{}, fmt.Errorf("no token_ids and logprobs.tokens[%d]=%q is not token_id:N", i, t)
 			}
-			ids[i] = int32(n)
+			ids[i] = id
 		}
 	}
 	if len(ch.Logprobs.TokenLogprobs) != len(ids) {
@@ -131,7 +96,7 @@ func decodeVLLM(data []byte) (GenerateResult, error) {
 		return GenerateResult{}, fmt.Errorf("finish_reason is null")
 	}
 	switch *ch.FinishReason {
-	case "stop":
+	case protocol.FinishTypeStop:
 		res.FinishReason = FinishStop
 		switch v := ch.StopReason.(type) {
 		case float64:
@@ -141,9 +106,9 @@ func decodeVLLM(data []byte) (GenerateResult, error) {
 				res.MatchedStop = ids[len(ids)-1]
 			}
 		}
-	case "length":
+	case protocol.FinishTypeLength:
 		res.FinishReason = FinishLength
-	case "abort":
+	case protocol.FinishTypeAbort:
 		res.FinishReason = FinishAbort
 	default:
 		return GenerateResult{}, fmt.Errorf("unknown finish_reason %q", *ch.FinishReason)

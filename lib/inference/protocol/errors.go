@@ -1,10 +1,6 @@
 package protocol
 
-import (
-	"encoding/json"
-	"net/http"
-	"strings"
-)
+import "net/http"
 
 // ErrorResponse is the error body of every server of the project. OpenAI's clients (go-openai,
 // the Python and npm SDKs) read the nested "error" object; SGLang's and older vLLM's clients read
@@ -65,35 +61,4 @@ func APIError(typ, msg, param, code string) ErrorResponse {
 		d.Code = code
 	}
 	return ErrorResponse{Error: d}
-}
-
-// ErrorMessage reads the message of an error body in any of the shapes above (OpenAI's nested
-// error, SGLang's top-level message, vLLM's dev-mode {"error": "…"}, FastAPI's {"detail": …});
-// "" when the body is none of them. Clients put it in their errors instead of the raw body.
-func ErrorMessage(body []byte) string {
-	var v struct {
-		Error   json.RawMessage `json:"error"`
-		Message string          `json:"message"`
-		Detail  json.RawMessage `json:"detail"`
-	}
-	if json.Unmarshal(body, &v) != nil {
-		return ""
-	}
-	var nested struct {
-		Message string `json:"message"`
-	}
-	var flat string
-	switch {
-	case json.Unmarshal(v.Error, &nested) == nil && nested.Message != "":
-		return nested.Message
-	case json.Unmarshal(v.Error, &flat) == nil && flat != "":
-		return flat
-	case v.Message != "":
-		return v.Message
-	case json.Unmarshal(v.Detail, &flat) == nil:
-		return flat
-	case !IsNull(v.Detail):
-		return strings.TrimSpace(string(v.Detail))
-	}
-	return ""
 }

@@ -238,22 +238,6 @@ func TestLogprobTripleRejects(t *testing.T) {
 	}
 }
 
-func TestErrorMessage(t *testing.T) {
-	for _, c := range []struct{ body, want string }{
-		{`{"error": {"message": "bad", "type": "x"}}`, "bad"},
-		{`{"object": "error", "message": "top", "code": 400}`, "top"},
-		{`{"error": "a weight update is already in progress"}`, "a weight update is already in progress"},
-		{`{"detail": "Not Found"}`, "Not Found"},
-		{`{"detail": [{"loc": ["body"], "msg": "field required"}]}`, `[{"loc": ["body"], "msg": "field required"}]`},
-		{`not json`, ""},
-		{`{}`, ""},
-	} {
-		if got := ErrorMessage([]byte(c.body)); got != c.want {
-			t.Errorf("ErrorMessage(%s) = %q, want %q", c.body, got, c.want)
-		}
-	}
-}
-
 func TestChatRequestHelpers(t *testing.T) {
 	var r ChatRequest
 	if err := json.Unmarshal([]byte(`{"messages": [], "max_tokens": 5, "chat_template_kwargs": {"enable_thinking": "no"}}`), &r); err != nil {
