@@ -20,6 +20,13 @@ type Options struct {
 	// grep_only, bm25, bm25_grep); empty means the domain's default. Other
 	// domains ignore it.
 	Retrieval string `yaml:"retrieval_config"`
+	// EmbeddingsURL is the OpenAI-compatible API base (…/v1) of the dense
+	// retrieval configurations (openai_embeddings, openai_embeddings_grep);
+	// the key comes from $OPENAI_API_KEY, vectors are cached on disk
+	// ($TAU2_EMBEDDINGS_CACHE, else the user cache directory).
+	EmbeddingsURL string `yaml:"embeddings_url"`
+	// EmbeddingsModel is the embedding model (default text-embedding-3-large).
+	EmbeddingsModel string `yaml:"embeddings_model"`
 }
 
 // Constructor builds a fresh environment for one episode. Implementations

@@ -35,6 +35,10 @@ type Config struct {
 	// grep_only, bm25, bm25_grep); empty = the domain's default (bm25).
 	// Other domains ignore it. See docs/TAU2.md §11.
 	RetrievalConfig string `yaml:"retrieval_config"`
+	// EmbeddingsURL and EmbeddingsModel configure the dense retrieval
+	// configurations (openai_embeddings[_grep]); see env.Options.
+	EmbeddingsURL   string `yaml:"embeddings_url"`
+	EmbeddingsModel string `yaml:"embeddings_model"`
 	// UserLLMBaseURL is the OpenAI-compatible base URL of the user
 	// simulator (e.g. http://host:8000/v1). Required unless solo_mode.
 	UserLLMBaseURL string `yaml:"user_llm_base_url"`

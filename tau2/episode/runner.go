@@ -183,7 +183,8 @@ func (ru *run) setup() error {
 	if err != nil {
 		return &InfraError{Stage: StageEnvironment, Err: err}
 	}
-	e, err := env.New(cfg.Domain, env.Options{DataDir: ru.r.DataDir, Solo: cfg.SoloMode, Retrieval: cfg.RetrievalConfig})
+	e, err := env.New(cfg.Domain, env.Options{DataDir: ru.r.DataDir, Solo: cfg.SoloMode, Retrieval: cfg.RetrievalConfig,
+		EmbeddingsURL: cfg.EmbeddingsURL, EmbeddingsModel: cfg.EmbeddingsModel})
 	if err != nil {
 		return &InfraError{Stage: StageEnvironment, Err: err}
 	}

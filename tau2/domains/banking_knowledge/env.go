@@ -35,18 +35,24 @@ type variant struct {
 	fullKB   bool // {{full_knowledge_base}} inlined
 	golden   bool // {{required_documents}} inlined per task
 	shell    bool // read-only shell in the bubblewrap sandbox
+	dense    bool // KB_search by embeddings (OpenAI-compatible endpoint)
 }
 
 // variants lists the configurations this port implements, by name.
 var variants = map[string]variant{
-	"no_knowledge":     {name: "no_knowledge", template: "no_knowledge"},
-	"full_kb":          {name: "full_kb", template: "full_kb", fullKB: true},
-	"golden_retrieval": {name: "golden_retrieval", template: "required_docs", golden: true},
-	"grep_only":        {name: "grep_only", template: "grep_only", grep: true},
-	"bm25":             {name: "bm25", template: "classic_rag_bm25_no_grep", kbSearch: true},
-	"bm25_grep":        {name: "bm25_grep", template: "classic_rag_bm25", kbSearch: true, grep: true},
-	"terminal_use":     {name: "terminal_use", template: "agentic_search", shell: true},
+	"no_knowledge":           {name: "no_knowledge", template: "no_knowledge"},
+	"full_kb":                {name: "full_kb", template: "full_kb", fullKB: true},
+	"golden_retrieval":       {name: "golden_retrieval", template: "required_docs", golden: true},
+	"grep_only":              {name: "grep_only", template: "grep_only", grep: true},
+	"bm25":                   {name: "bm25", template: "classic_rag_bm25_no_grep", kbSearch: true},
+	"bm25_grep":              {name: "bm25_grep", template: "classic_rag_bm25", kbSearch: true, grep: true},
+	"terminal_use":           {name: "terminal_use", template: "agentic_search", shell: true},
+	"openai_embeddings":      {name: "openai_embeddings", template: "classic_rag_openai_no_grep", kbSearch: true, dense: true},
+	"openai_embeddings_grep": {name: "openai_embeddings_grep", template: "classic_rag_openai", kbSearch: true, dense: true, grep: true},
 }
+
+// DefaultEmbeddingsModel is upstream's OpenAI embedding model.
+const DefaultEmbeddingsModel = "text-embedding-3-large"
 
 // Retrievals lists the implemented retrieval configuration names, sorted.
 func Retrievals() []string {
@@ -60,7 +66,7 @@ func Retrievals() []string {
 
 // upstreamOnly are upstream's other configurations, refused with a clear error.
 var upstreamOnly = []string{"alltools", "alltools-qwen", "AllTools", "qwen_embeddings", "qwen_embeddings_grep",
-	"openai_embeddings", "openai_embeddings_grep", "qwen_embeddings_reranker", "qwen_embeddings_reranker_grep",
+	"qwen_embeddings_reranker", "qwen_embeddings_reranker_grep",
 	"openai_embeddings_reranker", "openai_embeddings_reranker_grep", "bm25_reranker", "bm25_reranker_grep",
 	"terminal_use_write"}
 
@@ -162,11 +168,19 @@ func (b *base) goldenPolicy(task *data.Task) string {
 	return strings.ReplaceAll(b.prompts["golden_retrieval"], "{{required_documents}}", text)
 }
 
-// toolkit returns the agent toolkit of a variant (built once).
-func (b *base) toolkit(v variant) (*env.Toolkit, error) {
+// toolkit returns the agent toolkit of a variant (built once per
+// variant, and per endpoint and model for the dense ones).
+func (b *base) toolkit(v variant, opts env.Options) (*env.Toolkit, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if tk, ok := b.toolkits[v.name]; ok {
+	key := v.name
+	if v.dense {
+		if opts.EmbeddingsModel == "" {
+			opts.EmbeddingsModel = DefaultEmbeddingsModel
+		}
+		key += "|" + opts.EmbeddingsURL + "|" + opts.EmbeddingsModel
+	}
+	if tk, ok := b.toolkits[key]; ok {
 		return tk, nil
 	}
 	var tools []*env.Tool
@@ -180,7 +194,13 @@ func (b *base) toolkit(v variant) (*env.Toolkit, error) {
 		}
 		tools = append(tools, b.shellTool())
 	}
-	if v.kbSearch {
+	if v.kbSearch && v.dense {
+		t, err := b.denseSearchTool(opts)
+		if err != nil {
+			return nil, fmt.Errorf("retrieval config %s: %w", v.name, err)
+		}
+		tools = append(tools, t)
+	} else if v.kbSearch {
 		tools = append(tools, b.kbSearchTool())
 	}
 	if v.grep {
@@ -188,8 +208,43 @@ func (b *base) toolkit(v variant) (*env.Toolkit, error) {
 	}
 	tools = append(tools, baseAgentTools()...)
 	tk := env.MustToolkit("KnowledgeTools", tools)
-	b.toolkits[v.name] = tk
+	b.toolkits[key] = tk
 	return tk, nil
+}
+
+// denseSearchTool is KB_search over an embedding index (top 10). The
+// documents are embedded once per process (and cached on disk by content
+// hash); each search embeds the query.
+func (b *base) denseSearchTool(opts env.Options) (*env.Tool, error) {
+	if opts.EmbeddingsURL == "" {
+		return nil, fmt.Errorf("needs embeddings_url: the base URL (…/v1) of an OpenAI-compatible embeddings API, e.g. https://api.openai.com/v1 with $OPENAI_API_KEY")
+	}
+	cacheDir := os.Getenv("TAU2_EMBEDDINGS_CACHE")
+	if cacheDir == "" {
+		d, err := os.UserCacheDir()
+		if err != nil {
+			return nil, fmt.Errorf("embedding cache: %w (set TAU2_EMBEDDINGS_CACHE)", err)
+		}
+		cacheDir = filepath.Join(d, "tau2rl", "embeddings")
+	}
+	d := &knowledge.Dense{KB: b.kb, TopK: 10, Cache: &knowledge.EmbeddingCache{Dir: cacheDir},
+		Embedder: &knowledge.Embedder{BaseURL: opts.EmbeddingsURL, Model: opts.EmbeddingsModel, APIKey: os.Getenv("OPENAI_API_KEY")}}
+	if err := d.Index(context.Background()); err != nil {
+		return nil, fmt.Errorf("indexing the %d documents: %w", b.kb.Len(), err)
+	}
+	return env.NewTool("KB_search", env.Read, schemas.Get("KB_search"), func(db *DB, a *env.Args) (any, error) {
+		q := a.Raw("query")
+		qs, ok := q.(string)
+		if !ok {
+			return nil, fmt.Errorf("'%s' object has no attribute 'strip'", pyjson.TypeName(q))
+		}
+		t0 := time.Now()
+		hits, err := d.Search(context.Background(), qs)
+		if err != nil {
+			return nil, err
+		}
+		return b.kbSearchText(hits, time.Since(t0)), nil
+	}), nil
 }
 
 // shellTool is ShellMixin.shell over the sandbox.
@@ -247,26 +302,32 @@ func (b *base) kbSearchTool() *env.Tool {
 		t0 := time.Now()
 		idx := b.bm25.TopK(qs, 10)
 		retrieval := time.Since(t0)
-		t1 := time.Now()
-		post := time.Since(t1) // no postprocessors; upstream times the empty loop too
 		hits := make([]knowledge.Hit, len(idx))
 		scores := b.bm25.Scores(knowledge.Tokenize(qs))
 		for i, j := range idx {
 			hits[i] = knowledge.Hit{ID: b.kb.Docs[j].ID, Score: scores[j]}
 		}
-		out := "No relevant documents found."
-		if len(hits) > 0 {
-			out = b.formatHits(hits)
-		}
-		ms := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
-		out += fmt.Sprintf("\n\n[Timing: retrieval=%.0fms", ms(retrieval))
-		if post > 0 {
-			out += fmt.Sprintf(", reranking=%.0fms", ms(post))
-		}
-		out += fmt.Sprintf(", total=%.0fms]", ms(retrieval)+ms(post))
-		return out, nil
+		return b.kbSearchText(hits, retrieval), nil
 	})
 	return t
+}
+
+// kbSearchText is _format_kb_search_result: the listing (or "No relevant
+// documents found.") and the timing line. Upstream also times its (empty)
+// post-processing loop, whose few nanoseconds are > 0: so "reranking=0ms".
+func (b *base) kbSearchText(hits []knowledge.Hit, retrieval time.Duration) string {
+	t1 := time.Now()
+	post := time.Since(t1)
+	out := "No relevant documents found."
+	if len(hits) > 0 {
+		out = b.formatHits(hits)
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+	out += fmt.Sprintf("\n\n[Timing: retrieval=%.0fms", ms(retrieval))
+	if post > 0 {
+		out += fmt.Sprintf(", reranking=%.0fms", ms(post))
+	}
+	return out + fmt.Sprintf(", total=%.0fms]", ms(retrieval)+ms(post))
 }
 
 // grepTool is GrepMixin.grep (top 10, case-insensitive).
@@ -313,7 +374,7 @@ func New(opts env.Options) (*env.Environment, error) {
 		}
 		return nil, fmt.Errorf("Unknown retrieval variant: %q. Available: %v", name, Retrievals())
 	}
-	tk, err := b.toolkit(v)
+	tk, err := b.toolkit(v, opts)
 	if err != nil {
 		return nil, err
 	}
