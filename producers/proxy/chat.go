@@ -19,6 +19,7 @@ import (
 
 	"tau2rl/lib/inference/chattemplate"
 	"tau2rl/lib/inference/llm"
+	"tau2rl/lib/inference/protocol"
 	"tau2rl/schemas"
 )
 
@@ -197,7 +198,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	}
 	release()
 	id := "chatcmpl-" + randomHex(12)
-	usage := usage{PromptTokens: len(ids)}
+	usage := protocol.Usage{PromptTokens: len(ids)}
 	for _, ch := range choices {
 		usage.CompletionTokens += len(ch.ids)
 	}

@@ -12,66 +12,25 @@ import (
 	"sync"
 
 	"tau2rl/lib/inference/chattemplate"
+	"tau2rl/lib/inference/protocol"
 )
 
-// ChatRequest is the part of OpenAI's chat-completions request the proxy
-// reads. Other fields (user, metadata, store, frequency_penalty, …) are
-// accepted and ignored, as vLLM and SGLang do, so unmodified clients work.
-type ChatRequest struct {
-	Model               string            `json:"model"`
-	Messages            []ChatMessage     `json:"messages"`
-	Tools               []json.RawMessage `json:"tools"`
-	ToolChoice          json.RawMessage   `json:"tool_choice"`
-	ParallelToolCalls   *bool             `json:"parallel_tool_calls"`
-	Stream              bool              `json:"stream"`
-	StreamOptions       *StreamOptions    `json:"stream_options"`
-	N                   *int              `json:"n"`
-	Stop                json.RawMessage   `json:"stop"`
-	Temperature         *float64          `json:"temperature"`
-	TopP                *float64          `json:"top_p"`
-	TopK                *int              `json:"top_k"`
-	MaxTokens           *int              `json:"max_tokens"`
-	MaxCompletionTokens *int              `json:"max_completion_tokens"`
-	Seed                *int64            `json:"seed"`
-	Logprobs            *bool             `json:"logprobs"`
-	ChatTemplateKwargs  map[string]any    `json:"chat_template_kwargs"`
-	// Functions and FunctionCall are OpenAI's deprecated forms of tools and
-	// tool_choice. They are refused rather than ignored: ignored, the model
-	// would never see the functions the client thinks it offered.
-	Functions    json.RawMessage `json:"functions"`
-	FunctionCall json.RawMessage `json:"function_call"`
-}
+// ChatRequest is OpenAI's chat-completions request as the proxy reads it (protocol's OpenAI
+// form: tool-call arguments a JSON string). Fields the proxy does not use (user, metadata,
+// store, frequency_penalty, …) are accepted and ignored, as vLLM and SGLang do, so unmodified
+// clients work.
+type ChatRequest = protocol.ChatRequest
 
 // StreamOptions is OpenAI's stream_options.
-type StreamOptions struct {
-	IncludeUsage bool `json:"include_usage"`
-}
+type StreamOptions = protocol.StreamOptions
 
 // ChatMessage is one OpenAI message. Content is a string, null, or an array
 // of content parts (only text parts are accepted).
-type ChatMessage struct {
-	Role             string          `json:"role"`
-	Content          json.RawMessage `json:"content"`
-	ReasoningContent *string         `json:"reasoning_content,omitempty"`
-	ToolCalls        []WireToolCall  `json:"tool_calls,omitempty"`
-	ToolCallID       string          `json:"tool_call_id,omitempty"`
-	Name             string          `json:"name,omitempty"`
-	// FunctionCall is the deprecated form of an assistant's tool_calls,
-	// refused (see ChatRequest.Functions).
-	FunctionCall json.RawMessage `json:"function_call,omitempty"`
-}
+type ChatMessage = protocol.ChatMessage
 
-// WireToolCall is a tool call as OpenAI sends it: arguments are a JSON
-// string holding the JSON object.
-type WireToolCall struct {
-	Index    *int   `json:"index,omitempty"`
-	ID       string `json:"id,omitempty"`
-	Type     string `json:"type,omitempty"`
-	Function struct {
-		Name      string `json:"name,omitempty"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
+// WireToolCall is a tool call as OpenAI sends it: arguments are a JSON string
+// holding the JSON object.
+type WireToolCall = protocol.ToolCall
 
 // APIError is an error answered in OpenAI's shape: {"error": {"message",
 // "type", "param", "code"}} with the HTTP status clients branch on.
@@ -105,24 +64,13 @@ func badRequest(param, format string, a ...any) *APIError {
 }
 
 func writeAPIError(w http.ResponseWriter, e *APIError) {
-	body := map[string]any{"message": e.Message, "type": e.Type, "param": nil, "code": nil}
-	if e.Param != "" {
-		body["param"] = e.Param
-	}
-	if e.Code != "" {
-		body["code"] = e.Code
-	}
 	if e.Final {
 		w.Header().Set("x-should-retry", "false")
 	}
-	writeJSON(w, e.Status, map[string]any{"error": body})
+	writeJSON(w, e.Status, protocol.APIError(e.Type, e.Message, e.Param, e.Code))
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { protocol.WriteJSON(w, status, v) }
 
 // asAPIError turns any error into an APIError (500 when it is not one).
 func asAPIError(err error) *APIError {
@@ -356,24 +304,14 @@ func checkToolUse(req *ChatRequest, tools []json.RawMessage) error {
 	return badRequest("tool_choice", "tool_choice names the function %q, which is not in tools", named.Function.Name)
 }
 
-// stopStrings reads stop: a string, an array of up to 4 strings, or null.
+// stopStrings reads stop: a string, an array of up to 4 strings (OpenAI's bound), or null;
+// empty strings stop nothing and are dropped.
 func stopStrings(raw json.RawMessage) ([]string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		if s == "" {
-			return nil, nil
-		}
-		return []string{s}, nil
-	}
-	var list []string
-	if err := json.Unmarshal(raw, &list); err != nil || len(list) > 4 {
+	list, err := protocol.StopStrings(raw)
+	if err != nil || len(list) > 4 {
 		return nil, badRequest("stop", "stop must be a string or an array of at most 4 strings")
 	}
-	out := list[:0]
+	var out []string
 	for _, s := range list {
 		if s != "" {
 			out = append(out, s)

@@ -4,43 +4,32 @@ import (
 	"encoding/json"
 	"net/http"
 	"unicode/utf8"
-)
 
-type usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
-}
+	"tau2rl/lib/inference/protocol"
+)
 
 // wireToolCalls are a message's tool calls as OpenAI returns them:
 // arguments as a JSON string of the generated JSON object, as generated.
-func wireToolCalls(ch *choice) []map[string]any {
-	var out []map[string]any
+func wireToolCalls(ch *choice) []protocol.ToolCall {
+	var out []protocol.ToolCall
 	for _, tc := range ch.message.ToolCalls {
-		out = append(out, map[string]any{"id": tc.ID, "type": "function",
-			"function": map[string]any{"name": tc.Function.Name, "arguments": string(tc.Function.Arguments)}})
+		out = append(out, protocol.NewToolCall(tc.ID, tc.Function.Name, string(tc.Function.Arguments)))
 	}
 	return out
 }
 
+// systemFingerprint names the proxy in every chat.completion and chunk.
+const systemFingerprint = "tau2rl-proxy"
+
 // completionBody is a non-streaming chat.completion object.
-func completionBody(id, model string, created int64, choices []*choice, u usage) map[string]any {
-	out := make([]any, len(choices))
+func completionBody(id, model string, created int64, choices []*choice, u protocol.Usage) protocol.ChatResponse {
+	out := make([]protocol.ChatChoice, len(choices))
 	for i, ch := range choices {
-		msg := map[string]any{"role": "assistant", "content": ch.message.Content, "refusal": nil}
-		if tcs := wireToolCalls(ch); len(tcs) > 0 {
-			msg["tool_calls"] = tcs
-			if ch.message.Content == "" {
-				msg["content"] = nil
-			}
-		}
-		if ch.reasoning != nil {
-			msg["reasoning_content"] = *ch.reasoning
-		}
-		out[i] = map[string]any{"index": i, "message": msg, "logprobs": nil, "finish_reason": ch.finish}
+		out[i] = protocol.ChatChoice{Index: i, FinishReason: ch.finish,
+			Message: protocol.AssistantMessage(ch.message.Content, ch.reasoning, wireToolCalls(ch))}
 	}
-	return map[string]any{"id": id, "object": "chat.completion", "created": created, "model": model,
-		"system_fingerprint": "tau2rl-proxy", "choices": out, "usage": u}
+	return protocol.ChatResponse{ID: id, Object: "chat.completion", Created: created, Model: model,
+		SystemFingerprint: systemFingerprint, Choices: out, Usage: u}
 }
 
 // streamPiece is how many bytes of text one content or arguments delta
@@ -70,20 +59,21 @@ func pieces(s string) []string {
 // empty choices and the usage (every other chunk has "usage": null); then
 // "data: [DONE]". The completion is generated before the first event (the
 // policy servers are called in token mode, non-streaming).
-func writeStream(w http.ResponseWriter, id, model string, created int64, choices []*choice, u usage, includeUsage bool) error {
+func writeStream(w http.ResponseWriter, id, model string, created int64, choices []*choice, u protocol.Usage, includeUsage bool) error {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Connection", "keep-alive")
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
-	chunk := func(choices []any, withUsage bool) error {
-		c := map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
-			"system_fingerprint": "tau2rl-proxy", "choices": choices}
+	chunk := func(choices []protocol.ChatChunkChoice, withUsage bool) error {
+		c := protocol.ChatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model,
+			SystemFingerprint: systemFingerprint, Choices: choices}
 		if includeUsage {
-			c["usage"] = nil
 			if withUsage {
-				c["usage"] = u
+				c.SetUsage(&u)
+			} else {
+				c.SetUsage(nil)
 			}
 		}
 		b, err := json.Marshal(c)
@@ -98,13 +88,13 @@ func writeStream(w http.ResponseWriter, id, model string, created int64, choices
 		}
 		return nil
 	}
-	delta := func(i int, d map[string]any, finish any) []any {
-		return []any{map[string]any{"index": i, "delta": d, "logprobs": nil, "finish_reason": finish}}
+	delta := func(i int, d protocol.ChatDelta, finish *string) []protocol.ChatChunkChoice {
+		return []protocol.ChatChunkChoice{{Index: i, Delta: d, FinishReason: finish}}
 	}
 	for i, ch := range choices {
-		first := map[string]any{"role": "assistant", "content": "", "refusal": nil}
+		first := protocol.ChatDelta{Role: "assistant", Content: protocol.JSONString(""), Refusal: protocol.JSONNull}
 		if len(ch.message.ToolCalls) > 0 && ch.message.Content == "" {
-			first["content"] = nil
+			first.Content = protocol.JSONNull
 		}
 		if err := chunk(delta(i, first, nil), false); err != nil {
 			return nil // the client went away; the call is recorded
@@ -113,34 +103,35 @@ func writeStream(w http.ResponseWriter, id, model string, created int64, choices
 			// One delta: reasoning_content is not OpenAI's field, and the
 			// openai SDK's stream accumulator keeps the last value of a
 			// field it does not know instead of concatenating.
-			if err := chunk(delta(i, map[string]any{"reasoning_content": *ch.reasoning}, nil), false); err != nil {
+			if err := chunk(delta(i, protocol.ChatDelta{ReasoningContent: ch.reasoning}, nil), false); err != nil {
 				return nil
 			}
 		}
 		for _, p := range pieces(ch.message.Content) {
-			if err := chunk(delta(i, map[string]any{"content": p}, nil), false); err != nil {
+			if err := chunk(delta(i, protocol.ChatDelta{Content: protocol.JSONString(p)}, nil), false); err != nil {
 				return nil
 			}
 		}
 		for k, tc := range ch.message.ToolCalls {
-			head := map[string]any{"index": k, "id": tc.ID, "type": "function",
-				"function": map[string]any{"name": tc.Function.Name, "arguments": ""}}
-			if err := chunk(delta(i, map[string]any{"tool_calls": []any{head}}, nil), false); err != nil {
+			head := protocol.NewToolCall(tc.ID, tc.Function.Name, "")
+			head.Index = &k
+			if err := chunk(delta(i, protocol.ChatDelta{ToolCalls: []protocol.ToolCall{head}}, nil), false); err != nil {
 				return nil
 			}
 			for _, p := range pieces(string(tc.Function.Arguments)) {
-				d := map[string]any{"tool_calls": []any{map[string]any{"index": k, "function": map[string]any{"arguments": p}}}}
+				d := protocol.ChatDelta{ToolCalls: []protocol.ToolCall{{Index: &k, Function: protocol.ToolCallFunction{Arguments: p}}}}
 				if err := chunk(delta(i, d, nil), false); err != nil {
 					return nil
 				}
 			}
 		}
-		if err := chunk(delta(i, map[string]any{}, ch.finish), false); err != nil {
+		finish := ch.finish
+		if err := chunk(delta(i, protocol.ChatDelta{}, &finish), false); err != nil {
 			return nil
 		}
 	}
 	if includeUsage {
-		if err := chunk([]any{}, true); err != nil {
+		if err := chunk([]protocol.ChatChunkChoice{}, true); err != nil {
 			return nil
 		}
 	}
