@@ -37,6 +37,8 @@ func TestScriptedGoldEpisodes(t *testing.T) {
 		{"telecom", "train", 4, false},
 		{"airline", "test", 3, true},
 		{"telecom", "test", 3, true},
+		{"banking_knowledge", "base", 4, false}, // task_005 begins with transfer_to_human_agents, which the scripted agent ends the episode on
+		{"banking_knowledge", "base", 3, true},
 	} {
 		t.Run(fmt.Sprintf("%s-%s-chat=%v", tc.domain, tc.split, tc.chat), func(t *testing.T) {
 			te := newTestEnv(t, envOpts{domain: tc.domain, chatAgent: tc.chat})
