@@ -12,6 +12,7 @@ import (
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/schemas"
 	"tau2rl/schemas/dataset"
+	"tau2rl/tau2/bench"
 	"tau2rl/tau2/evaluator"
 )
 
@@ -109,16 +110,16 @@ func runReport(ctx context.Context, cfg *reportConfig, out io.Writer) error {
 		fmt.Fprintln(out, "no episodes in the dataset match")
 		return nil
 	}
-	var table []passRow
+	var table []bench.PassRow
 	for _, r := range rows {
 		label := r.Domain
 		if r.PolicyVersion != nil {
 			label = fmt.Sprintf("%s v%d", r.Domain, *r.PolicyVersion)
 		}
-		table = append(table, passRow{label: label, m: evaluator.Metrics{PassHatK: r.PassHatK, AvgReward: r.AvgReward,
+		table = append(table, bench.PassRow{Label: label, Metrics: evaluator.Metrics{PassHatK: r.PassHatK, AvgReward: r.AvgReward,
 			Tasks: r.Tasks, Simulations: r.Episodes - r.InfraErrors, InfraErrors: r.InfraErrors}})
 	}
-	printPassK(out, table)
+	bench.PrintPassK(out, table)
 	return nil
 }
 

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -42,7 +42,7 @@ func TestRetailWithoutJudgeThenGradeWithJudge(t *testing.T) {
 	}
 	t.Cleanup(func() { srv.Close() })
 	url, tokPath := srv.URL, tokenizertest.Path(t)
-	cfg := defaultRunConfig()
+	cfg := DefaultRunConfig()
 	cfg.Econfig.Domain = "retail"
 	cfg.Econfig.UserLLMBaseURL = url + "/v1"
 	cfg.Split = "train"
@@ -56,7 +56,7 @@ func TestRetailWithoutJudgeThenGradeWithJudge(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	if err := runRun(ctx, &cfg, &out, runtime()); err != nil {
+	if err := Run(ctx, &cfg, &out, deps()); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(cfg.Output)
@@ -87,13 +87,13 @@ func TestRetailWithoutJudgeThenGradeWithJudge(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { judge.Close() })
-	g := defaultGradeConfig()
+	g := DefaultGradeConfig()
 	g.Input = cfg.Output
 	g.Output = filepath.Join(t.TempDir(), "regraded.json")
 	g.Judge.Endpoint.BaseURL = judge.URL + "/v1"
 	g.Judge.Endpoint.MaxRetries = 0
 	out.Reset()
-	if err := runGrade(ctx, &g, &out, runtime()); err != nil {
+	if err := Grade(ctx, &g, &out, deps()); err != nil {
 		t.Fatalf("grade: %v\n%s", err, out.String())
 	}
 	if n := judge.Requests("/v1/chat/completions"); n == 0 {
