@@ -16,6 +16,7 @@ import (
 
 	"tau2rl/lib/inference/chattemplate"
 	"tau2rl/lib/inference/llm"
+	"tau2rl/lib/inference/protocol"
 	"tau2rl/lib/inference/tokenizer"
 	"tau2rl/lib/logs"
 	"tau2rl/lib/uuid"
@@ -199,7 +200,7 @@ func (s *Server) authenticate(r *http.Request) error {
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) error {
-	model := map[string]any{"id": s.cfg.Model, "object": "model", "created": 0, "owned_by": "tau2rl"}
+	model := protocol.NewModel(s.cfg.Model, "tau2rl", 0)
 	if id := r.PathValue("model"); id != "" {
 		if id != s.cfg.Model {
 			return &APIError{Status: http.StatusNotFound, Type: errInvalidRequest, Code: "model_not_found", Param: "model",
@@ -208,7 +209,7 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusOK, model)
 		return nil
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{model}})
+	writeJSON(w, http.StatusOK, protocol.Models(model))
 	return nil
 }
 

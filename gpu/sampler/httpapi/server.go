@@ -241,11 +241,10 @@ func (s *Server) currentModelPath() string {
 func (s *Server) modelInfo(w http.ResponseWriter, r *http.Request) {
 	mc := s.eng.ModelConfig()
 	st := s.eng.Stats()
-	writeJSON(w, http.StatusOK, map[string]any{
-		"model_path": s.currentModelPath(), "tokenizer_path": s.opts.TokenizerPath, "is_generation": true,
-		"preferred_sampling_params": nil, "weight_version": st.Version, "has_image_understanding": false,
-		"has_audio_understanding": false, "model_type": mc.ModelType, "architectures": mc.Architectures,
-		"served_model_name": s.opts.ModelName, "context_length": s.eng.ContextLength(),
+	writeJSON(w, http.StatusOK, protocol.ModelInfo{
+		ModelPath: s.currentModelPath(), TokenizerPath: s.opts.TokenizerPath, IsGeneration: true,
+		WeightVersion: st.Version, ModelType: mc.ModelType, Architectures: mc.Architectures,
+		ServedModelName: s.opts.ModelName, ContextLength: s.eng.ContextLength(),
 	})
 }
 
@@ -260,10 +259,9 @@ func (s *Server) serverInfo(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{{
-		"id": s.opts.ModelName, "object": "model", "created": time.Now().Unix(), "owned_by": "tau2rl",
-		"root": s.currentModelPath(), "parent": nil, "max_model_len": s.eng.ContextLength(),
-	}}})
+	m := protocol.NewModel(s.opts.ModelName, "tau2rl", time.Now().Unix())
+	m.Root, m.MaxModelLen = s.currentModelPath(), s.eng.ContextLength()
+	writeJSON(w, http.StatusOK, protocol.Models(m))
 }
 
 func (s *Server) abortRequest(w http.ResponseWriter, r *http.Request) {

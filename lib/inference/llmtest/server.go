@@ -272,13 +272,12 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 func (s *Server) modelInfo(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]any{"model_path": s.modelPath, "tokenizer_path": "", "is_generation": true,
-		"weight_version": s.version, "model_type": "qwen3", "architectures": []string{"Qwen3ForCausalLM"}})
+	writeJSON(w, http.StatusOK, protocol.ModelInfo{ModelPath: s.modelPath, IsGeneration: true, WeightVersion: s.version,
+		ModelType: "qwen3", Architectures: []string{"Qwen3ForCausalLM"}})
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{
-		map[string]any{"id": s.model, "object": "model", "owned_by": "llmtest", "created": 0}}})
+	writeJSON(w, http.StatusOK, protocol.Models(protocol.NewModel(s.model, "llmtest", 0)))
 }
 
 // Logprob is the deterministic pseudo log-probability the server reports

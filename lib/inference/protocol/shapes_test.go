@@ -76,6 +76,9 @@ func shapes() []shape {
 		{"vllm_update_weights_request", NewVLLMUpdateWeights("/ckpt/step-3"), func() any { return new(VLLMUpdateWeightsRequest) }},
 		{"vllm_finish_weight_update_request", FinishWeightUpdateRequest{WeightVersion: ptr("3")}, func() any { return new(FinishWeightUpdateRequest) }},
 		{"control_paused", ControlResponse{Status: "paused"}, func() any { return new(ControlResponse) }},
+		{"models", Models(NewModel("qwen3", "tau2rl", 0)), func() any { return new(ModelList) }},
+		{"model_info", ModelInfo{ModelPath: "/ckpt/step-3", IsGeneration: true, WeightVersion: "3", ModelType: "qwen3",
+			Architectures: []string{"Qwen3ForCausalLM"}}, func() any { return new(ModelInfo) }},
 		{"error_server", ServerError(400, "input_ids cannot be empty."), func() any { return new(ErrorResponse) }},
 		{"error_api", APIError("invalid_request_error", "messages must not be empty", "messages", ""), func() any { return new(ErrorResponse) }},
 	}
