@@ -1,6 +1,7 @@
 package knowledge
 
 import (
+	"sort"
 	"testing"
 )
 
@@ -51,4 +52,42 @@ func FuzzGrep(f *testing.F) {
 	f.Fuzz(func(t *testing.T, q string) {
 		(&Grep{KB: kb, TopK: 3}).Search(q)
 	})
+}
+
+// TestGrepLiteralFastPath: on the real corpus, the ASCII-literal fast path
+// gives exactly the regexp path's hits.
+func TestGrepLiteralFastPath(t *testing.T) {
+	kb := loadRealKB(t)
+	fast := &Grep{KB: kb, TopK: 698}
+	for _, q := range []string{"provisional credit", "FEE", "card", "a", "  fee", "Rho-Bank", "e", "zz_none", "aa"} {
+		if !literalASCII(q) {
+			t.Fatalf("%q should take the fast path", q)
+		}
+		got := fast.Search(q)
+		re := compilePy(q, false)
+		var want []Hit
+		for _, d := range kb.Docs {
+			if n := len(re.FindAllStringIndex(d.Content, -1)); n > 0 {
+				want = append(want, Hit{d.ID, float64(n)})
+			}
+		}
+		sort.SliceStable(want, func(a, b int) bool { return want[a].Score > want[b].Score })
+		if len(got) != len(want) {
+			t.Fatalf("%q: %d hits, regexp %d", q, len(got), len(want))
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("%q hit %d: %v, regexp %v", q, i, got[i], want[i])
+			}
+		}
+	}
+	kelvin := New([]Document{{ID: "k", Content: "\u212aelvin kelvin"}, {ID: "s", Content: "Straße \u017ftraße"}})
+	for q, want := range map[string]float64{"kelvin": 2, "stra": 2} {
+		if h := (&Grep{KB: kelvin, TopK: 5}).Search(q); len(h) != 1 || h[0].Score != want {
+			t.Errorf("%q on folding letters: %v, want %v matches", q, h, want)
+		}
+	}
+	if literalASCII("a.b") || literalASCII("é") {
+		t.Error("regex or non-ASCII pattern on the fast path")
+	}
 }
