@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"image/png"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,7 +125,7 @@ func TestPlotUsageErrors(t *testing.T) {
 		want string
 	}{
 		{func(c *plotConfig) { c.Dataset = "" }, "dataset (an archive) or report"},
-		{func(c *plotConfig) { c.Report = "testdata/report/report.json" }, "alternatives"},
+		{func(c *plotConfig) { c.Report = reportFixture }, "alternatives"},
 		{func(c *plotConfig) { c.Formats = []string{"pdf"} }, "pdf"},
 		{func(c *plotConfig) { c.MaxK = 0 }, "max_k"},
 		{func(c *plotConfig) { c.Filter.Domains = []string{"telecom"} }, "no trajectory"},
@@ -141,13 +140,13 @@ func TestPlotUsageErrors(t *testing.T) {
 	}
 }
 
-// TestPlotReport draws an experiment's report.json (testdata/report, numbers from the first
+// TestPlotReport draws an experiment's report.json (consumers/figures/testdata, numbers from the first
 // learning run): reward with the band of each version's count and standard deviation, the
 // demonstrator as the default baseline, pass^k before and after, the mismatch.
 func TestPlotReport(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "figs")
 	cfg := defaultPlotConfig()
-	cfg.Report, cfg.Out, cfg.Formats = "testdata/report/report.json", out, []string{"svg"}
+	cfg.Report, cfg.Out, cfg.Formats = reportFixture, out, []string{"svg"}
 	var stdout bytes.Buffer
 	if err := runPlot(context.Background(), &cfg, &stdout); err != nil {
 		t.Fatal(err)
@@ -201,34 +200,5 @@ func TestPlotReportErrors(t *testing.T) {
 	}
 }
 
-// FuzzParseReport: report.json comes from another machine; parsing must never panic, and what it
-// accepts has a reward point per version with a band around its mean and equal-length series.
-func FuzzParseReport(f *testing.F) {
-	b, err := os.ReadFile("testdata/report/report.json")
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(b, 4)
-	f.Add([]byte(`{"grpo": {"reward_per_version": [{"version": 0, "episodes": 1, "mean_reward": 0.5, "std": 0}]}}`), 1)
-	f.Add([]byte(`{"grpo": {"reward_per_version": []}}`), 0)
-	f.Add([]byte(`[]`), 8)
-	f.Fuzz(func(t *testing.T, data []byte, maxK int) {
-		in, _, err := parseReport(data, maxK)
-		if err != nil {
-			return
-		}
-		if len(in.Reward) == 0 {
-			t.Fatal("accepted a report without reward points")
-		}
-		for _, p := range in.Reward {
-			if p.N < 1 || !(p.Lo <= p.Y && p.Y <= p.Hi) && !math.IsNaN(p.Y) {
-				t.Fatalf("point %+v", p)
-			}
-		}
-		for _, pk := range in.PassK {
-			if len(pk.PassK) == 0 || len(pk.PassK) > max(maxK, 1) {
-				t.Fatalf("pass^k %v with max_k %d", pk.PassK, maxK)
-			}
-		}
-	})
-}
+// reportFixture is the report.json of the first learning run, beside its parser.
+var reportFixture = filepath.Join("..", "..", "consumers", "figures", "testdata", "report.json")
