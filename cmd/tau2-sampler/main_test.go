@@ -224,13 +224,14 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("%v: %v, want a usage error mentioning %q", tc.args, err, tc.want)
 		}
 	}
-	// Without the cuda tag, backend=cuda says how to get it.
+	// Without the cuda tag, backend=cuda says how to get it, as a usage error (exit status 2)
+	// before the weights load, as tau2-trainer's does.
 	cfg := DefaultConfig()
 	var out bytes.Buffer
 	err := cli.Execute(context.Background(), cli.App{Name: "tau2-sampler", Usage: usage}, []string{"--metrics-addr", "off", "--log-level", "error", "model=" + dir, "backend=cuda", "listen=127.0.0.1:0", "tokenizer=none"}, &cfg, &out,
 		func(ctx context.Context, rt *cli.Runtime) error { return run(ctx, rt, &cfg, nil) })
-	if err == nil || !strings.Contains(err.Error(), "gpu-sampler") {
-		t.Fatalf("backend=cuda: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "gpu-sampler") || cli.ExitCode(err) != 2 {
+		t.Fatalf("backend=cuda: %v (exit %d), want a usage error naming the build that has it", err, cli.ExitCode(err))
 	}
 	// --print-config shows the defaults (a configuration is validated before it is printed, so
 	// the one required key is given).
