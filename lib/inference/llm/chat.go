@@ -12,6 +12,8 @@ import (
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"tau2rl/lib/inference/protocol"
 )
 
 // ChatConfig configures a chat-completions client (user simulator, NL
@@ -45,10 +47,22 @@ type ChatRequest struct {
 
 // ChatResult is a decoded response plus its raw body, which holds the
 // server-specific fields go-openai drops (vLLM/SGLang token_ids,
-// prompt_token_ids, meta_info, …).
+// prompt_token_ids, meta_info, …); Wire decodes them.
 type ChatResult struct {
 	openai.ChatCompletionResponse
 	Raw []byte
+}
+
+// Wire decodes the raw body as the project's one chat-response shape
+// (lib/inference/protocol), with the fields go-openai drops: each choice's
+// token_ids and matched_stop, the top-level prompt_token_ids (both with
+// return_token_ids) and SGLang's sglext (the weight version that sampled it).
+func (r *ChatResult) Wire() (protocol.ChatResponse, error) {
+	var out protocol.ChatResponse
+	if err := json.Unmarshal(r.Raw, &out); err != nil {
+		return out, fmt.Errorf("decode chat response: %w", err)
+	}
+	return out, nil
 }
 
 // Chat is an OpenAI-compatible chat-completions client on go-openai, whose

@@ -308,11 +308,9 @@ func TestChat(t *testing.T) {
 	if ch.LogProbs == nil || len(ch.LogProbs.Content) == 0 || len(ch.LogProbs.Content[0].TopLogProbs) != 2 {
 		t.Errorf("logprobs %+v", ch.LogProbs)
 	}
-	var raw struct {
-		PromptTokenIDs []int32 `json:"prompt_token_ids"`
-	}
-	if err := json.Unmarshal(res.Raw, &raw); err != nil || len(raw.PromptTokenIDs) == 0 {
-		t.Errorf("raw body lacks prompt_token_ids: %v", err)
+	wire, err := res.Wire()
+	if err != nil || len(wire.PromptTokenIDs) != res.Usage.PromptTokens || len(wire.Choices[0].TokenIDs) != res.Usage.CompletionTokens {
+		t.Errorf("server fields: prompt_token_ids %d, token_ids %v, usage %+v: %v", len(wire.PromptTokenIDs), wire.Choices, res.Usage, err)
 	}
 	call := calls[0]
 	var body map[string]any
