@@ -51,6 +51,11 @@ type Config struct {
 	// DedupeCapacity is how many trajectory ids are remembered for de-duplication: the last
 	// DedupeCapacity ids added (lib/seen's rule). Default 1<<20.
 	DedupeCapacity int `yaml:"dedupe_capacity"`
+	// VocabSize is the trained model's vocabulary size (set by the trainer from its backend, not
+	// by configuration): a trajectory holding a token id outside [0, VocabSize) is excluded like
+	// an infrastructure error, because the step would reject its whole batch and the trainer would
+	// fail on it again after every restart (its offset never committed). 0 disables the check.
+	VocabSize int `yaml:"-"`
 }
 
 // DefaultConfig returns the documented defaults.
@@ -71,6 +76,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("group: min_size must be in [1, group_size=%d], got %d", c.Size, c.MinSize)
 	case c.DedupeCapacity < 1:
 		return fmt.Errorf("group: dedupe_capacity must be ≥ 1, got %d", c.DedupeCapacity)
+	case c.VocabSize < 0:
+		return fmt.Errorf("group: vocabulary size must be ≥ 0, got %d", c.VocabSize)
 	}
 	return nil
 }
@@ -91,7 +98,7 @@ type Group struct {
 	// First is when the first member arrived.
 	First time.Time
 	// Excluded counts the group's episodes that arrived but cannot be trained on (status
-	// infra_error or not_evaluated).
+	// infra_error or not_evaluated, or a token outside the model's vocabulary).
 	Excluded int
 	// Partial is set when the group was released with fewer than Size members: by timeout, or
 	// complete with Excluded episodes.
@@ -111,6 +118,7 @@ const (
 	InfraError                  // status infra_error: never trained; counts toward its group's size
 	NotEvaluated                // status not_evaluated (no reward): the same
 	Stale                       // older than max_head_offpolicyness allows
+	OutOfVocabulary             // a token id the model cannot embed: never trained; counts toward its group's size
 )
 
 // String names the verdict for logs and metric labels.
@@ -126,6 +134,8 @@ func (v Verdict) String() string {
 		return "not_evaluated"
 	case Stale:
 		return "stale"
+	case OutOfVocabulary:
+		return "out_of_vocabulary"
 	}
 	return fmt.Sprintf("verdict(%d)", int(v))
 }
@@ -154,6 +164,9 @@ func New(cfg Config) (*Grouper, error) {
 	return &Grouper{cfg: cfg, open: map[string]*Group{}, ids: seen.New[string](cfg.DedupeCapacity)}, nil
 }
 
+// VocabSize is the vocabulary size trajectories are checked against (0: unchecked).
+func (g *Grouper) VocabSize() int { return g.cfg.VocabSize }
+
 // Remember marks ids as already seen (e.g. trained before a restart), so redeliveries are
 // reported as Duplicate.
 func (g *Grouper) Remember(ids ...string) {
@@ -180,6 +193,11 @@ func (g *Grouper) Add(m Member, now time.Time, version, maxOff int64) (*Group, V
 		}
 		return g.completeIfFull(grp), v
 	}
+	if _, bad := OutsideVocabulary(t, g.cfg.VocabSize); bad {
+		grp := g.openGroup(t, now)
+		grp.Excluded++
+		return g.completeIfFull(grp), OutOfVocabulary
+	}
 	if maxOff >= 0 && IsStale(t, version, maxOff) {
 		return nil, Stale
 	}
@@ -187,6 +205,24 @@ func (g *Grouper) Add(m Member, now time.Time, version, maxOff int64) (*Group, V
 	grp.Members = append(grp.Members, m)
 	g.pending++
 	return g.completeIfFull(grp), Accepted
+}
+
+// OutsideVocabulary returns the first token id of t (prompt or completion, any call) outside
+// [0, vocab), if there is one; vocab ≤ 0 checks nothing.
+func OutsideVocabulary(t *schemas.Trajectory, vocab int) (int32, bool) {
+	if vocab <= 0 {
+		return 0, false
+	}
+	for _, c := range t.Calls {
+		for _, toks := range [2][]int32{c.PromptTokens, c.CompletionTokens} {
+			for _, id := range toks {
+				if id < 0 || int(id) >= vocab {
+					return id, true
+				}
+			}
+		}
+	}
+	return 0, false
 }
 
 // openGroup returns the open group of t's key, starting one at now if there is none.

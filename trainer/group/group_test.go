@@ -200,3 +200,47 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestOutsideVocabulary: any call's prompt or completion token outside [0, VocabSize) excludes
+// the episode (counted toward its group's size), and a vocabulary of 0 checks nothing.
+func TestOutsideVocabulary(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		vocab   int
+		prompt  []int32
+		compl   []int32
+		verdict Verdict
+	}{
+		{"inside", 10, []int32{0, 9}, []int32{9}, Accepted},
+		{"completion at vocab", 10, []int32{1}, []int32{10}, OutOfVocabulary},
+		{"prompt above vocab", 10, []int32{151644}, []int32{2}, OutOfVocabulary},
+		{"negative id", 10, []int32{-1}, []int32{2}, OutOfVocabulary},
+		{"unchecked", 0, []int32{151644}, []int32{-5}, Accepted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Size = 2
+			cfg.VocabSize = tc.vocab
+			g, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := ok("x", "1")
+			tr.Calls[0].PromptTokens, tr.Calls[0].CompletionTokens = tc.prompt, tc.compl
+			tr.Calls[0].BehaviorLogprobs = make([]float32, len(tc.compl))
+			if _, v := g.Add(Member{Traj: tr}, time.Unix(0, 0), 3, -1); v != tc.verdict {
+				t.Fatalf("verdict %s, want %s", v, tc.verdict)
+			}
+			grp, v := g.Add(Member{Traj: ok("y", "1")}, time.Unix(0, 0), 3, -1)
+			if v != Accepted || grp == nil {
+				t.Fatalf("second episode: verdict %s, group %v: the first must count toward the group's size", v, grp)
+			}
+			if want := map[bool]int{true: 1, false: 0}[tc.verdict == OutOfVocabulary]; grp.Excluded != want {
+				t.Fatalf("excluded %d, want %d", grp.Excluded, want)
+			}
+		})
+	}
+	if err := (Config{Size: 1, Timeout: time.Second, OnTimeout: OnTimeoutPartial, MinSize: 1, DedupeCapacity: 1, VocabSize: -1}).Validate(); err == nil {
+		t.Fatal("negative vocabulary size accepted")
+	}
+}

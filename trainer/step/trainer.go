@@ -146,7 +146,9 @@ func New(cfg Config, d Deps) (*Trainer, error) {
 		d.Now = time.Now
 	}
 	dtype, _ := gpu.ParseDType(cfg.Checkpoint.DType)
-	g, err := group.New(cfg.Group)
+	gcfg := cfg.Group
+	gcfg.VocabSize = d.Backend.Config().VocabSize // a token the model cannot embed excludes its episode
+	g, err := group.New(gcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -295,6 +297,11 @@ func (t *Trainer) handle(m Message) error {
 		if verdict != group.Accepted {
 			if verdict == group.Stale {
 				t.d.Metrics.StaleDropped.Inc()
+			}
+			if verdict == group.OutOfVocabulary {
+				tok, _ := group.OutsideVocabulary(tr, t.grouper.VocabSize())
+				t.d.Log.Warn("trajectory not trained: a token id is outside the model's vocabulary (was it produced by another model or tokenizer?)",
+					"trajectory", tr.ID, "task", group.Key(tr), "token", tok, "vocab_size", t.grouper.VocabSize())
 			}
 			if err := t.discard(group.Member{Traj: tr, Handle: uint64(h)}); err != nil {
 				return err
