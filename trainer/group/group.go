@@ -113,12 +113,12 @@ type Verdict int
 
 // Verdicts of Add.
 const (
-	Accepted     Verdict = iota // joined a group
-	Duplicate                   // id already seen
-	InfraError                  // status infra_error: never trained; counts toward its group's size
-	NotEvaluated                // status not_evaluated (no reward): the same
-	Stale                       // older than max_head_offpolicyness allows
-	OutOfVocabulary             // a token id the model cannot embed: never trained; counts toward its group's size
+	Accepted        Verdict = iota // joined a group
+	Duplicate                      // id already seen
+	InfraError                     // status infra_error: never trained; counts toward its group's size
+	NotEvaluated                   // status not_evaluated (no reward): the same
+	Stale                          // older than max_head_offpolicyness allows
+	OutOfVocabulary                // a token id the model cannot embed: never trained; counts toward its group's size
 )
 
 // String names the verdict for logs and metric labels.
