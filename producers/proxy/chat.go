@@ -166,25 +166,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			sess.mu.Lock()
-			sess.inflight--
-			sess.lastUsed = time.Now().UTC()
-			sess.mu.Unlock()
-		}
-	}
+	release := releaseOnce(sess)
 	defer release()
 	ids := prompt.hist.Prompt()
-	budget := min(s.cfg.MaxNewTokens, s.cfg.EngineMaxTokens-len(ids))
-	if c.maxToks > 0 {
-		budget = min(budget, c.maxToks)
-	}
-	if s.cfg.EngineMaxTokens-len(ids) <= 0 {
-		return &APIError{Status: http.StatusBadRequest, Type: errInvalidRequest, Code: "context_length_exceeded", Param: "messages",
-			Message: fmt.Sprintf("This model's maximum context length is %d tokens (engine_max_tokens). However, your messages resulted in %d tokens.", s.cfg.EngineMaxTokens, len(ids))}
+	budget, err := s.newTokenBudget(c, len(ids), "messages")
+	if err != nil {
+		return err
 	}
 	genStart := time.Now()
 	gens, err := s.generate(r.Context(), sess, c, ids, budget)
@@ -328,6 +315,40 @@ func (s *Server) newHistory(msgs []chattemplate.Message, opts chattemplate.Optio
 
 // generate runs the n generations concurrently, each holding a slot of
 // limits.max_concurrent_calls.
+// releaseOnce returns the function that ends one call's hold on its session (its in-flight count
+// and idle clock), however often it is called: a handler releases as soon as the call is recorded,
+// so the session takes its next call while this response is still being written, and defers it
+// for the error paths.
+func releaseOnce(sess *session) func() {
+	released := false
+	return func() {
+		if !released {
+			released = true
+			sess.mu.Lock()
+			sess.inflight--
+			sess.lastUsed = time.Now().UTC()
+			sess.mu.Unlock()
+		}
+	}
+}
+
+// newTokenBudget is how many tokens a call may generate: the proxy's max_new_tokens, the room its
+// prompt of promptLen tokens leaves in engine_max_tokens, and the call's own limit. A prompt that
+// leaves no room is refused, naming param, the request field that holds the conversation
+// ("messages" for chat completions, "input" for the Responses API).
+func (s *Server) newTokenBudget(c *call, promptLen int, param string) (int, error) {
+	room := s.cfg.EngineMaxTokens - promptLen
+	if room <= 0 {
+		return 0, &APIError{Status: http.StatusBadRequest, Type: errInvalidRequest, Code: "context_length_exceeded", Param: param,
+			Message: fmt.Sprintf("This model's maximum context length is %d tokens (engine_max_tokens). However, your %s resulted in %d tokens.", s.cfg.EngineMaxTokens, param, promptLen)}
+	}
+	budget := min(s.cfg.MaxNewTokens, room)
+	if c.maxToks > 0 {
+		budget = min(budget, c.maxToks)
+	}
+	return budget, nil
+}
+
 func (s *Server) generate(ctx context.Context, sess *session, c *call, prompt []int32, budget int) ([]llm.Generation, error) {
 	out := make([]llm.Generation, c.n)
 	errs := make([]error, c.n)

@@ -621,25 +621,12 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return responsesParam(err)
 	}
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			sess.mu.Lock()
-			sess.inflight--
-			sess.lastUsed = time.Now().UTC()
-			sess.mu.Unlock()
-		}
-	}
+	release := releaseOnce(sess)
 	defer release()
 	ids := prompt.hist.Prompt()
-	if s.cfg.EngineMaxTokens-len(ids) <= 0 {
-		return &APIError{Status: http.StatusBadRequest, Type: errInvalidRequest, Code: "context_length_exceeded", Param: "input",
-			Message: fmt.Sprintf("This model's maximum context length is %d tokens (engine_max_tokens). However, your input resulted in %d tokens.", s.cfg.EngineMaxTokens, len(ids))}
-	}
-	budget := min(s.cfg.MaxNewTokens, s.cfg.EngineMaxTokens-len(ids))
-	if c.maxToks > 0 {
-		budget = min(budget, c.maxToks)
+	budget, err := s.newTokenBudget(c, len(ids), "input")
+	if err != nil {
+		return err
 	}
 	genStart := time.Now()
 	gens, err := s.generate(r.Context(), sess, c, ids, budget)
