@@ -29,6 +29,7 @@ type envOpts struct {
 	solo      bool
 	script    llmtest.Script // overrides the scripted behaviours
 	thinking  bool
+	retrieval string // banking_knowledge's retrieval_config
 }
 
 func newTestEnv(tb testing.TB, o envOpts) *testEnv {
@@ -63,6 +64,7 @@ func newTestEnv(tb testing.TB, o envOpts) *testEnv {
 	cfg.UserLLMBaseURL = srv.URL + "/v1"
 	cfg.SoloMode = o.solo
 	cfg.AddThinkingTool = o.thinking
+	cfg.RetrievalConfig = o.retrieval
 	r := &episode.Runner{Config: cfg, DataDir: dir, AgentModel: "scripted-agent", UserModel: "scripted-user"}
 	if o.chatAgent {
 		c, err := llm.NewChat(llm.ChatConfig{Endpoint: withBase(ep, srv.URL+"/v1"), Model: "scripted-agent"}, nil)

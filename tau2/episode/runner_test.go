@@ -3,11 +3,13 @@ package episode_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"tau2rl/tau2/data"
+	"tau2rl/tau2/knowledge"
 
 	"tau2rl/schemas"
 	"tau2rl/tau2/episode"
@@ -26,22 +28,34 @@ func runTask(t *testing.T, te *testEnv, split, id string) *episode.Result {
 
 // TestScriptedGoldEpisodes plays gold actions without injected errors: every
 // episode must end by the user's stop and succeed, in token and chat mode.
+// banking_knowledge's rows cover task_005 (a transfer_to_human_agents that
+// is not the last gold action, so the episode goes on after it) and, per
+// retrieval configuration, the agent's lookup through the offered tool
+// before acting (lookup: the tool; "" where the configuration has none).
 func TestScriptedGoldEpisodes(t *testing.T) {
 	for _, tc := range []struct {
 		domain, split string
 		n             int
 		chat          bool
+		retrieval     string
+		lookup        string
 	}{
-		{"airline", "train", 6, false},
-		{"retail", "train", 4, false},
-		{"telecom", "train", 4, false},
-		{"airline", "test", 3, true},
-		{"telecom", "test", 3, true},
-		{"banking_knowledge", "base", 4, false}, // task_005 begins with transfer_to_human_agents, which the scripted agent ends the episode on
-		{"banking_knowledge", "base", 3, true},
+		{"airline", "train", 6, false, "", ""},
+		{"retail", "train", 4, false, "", ""},
+		{"telecom", "train", 4, false, "", ""},
+		{"airline", "test", 3, true, "", ""},
+		{"telecom", "test", 3, true, "", ""},
+		{"banking_knowledge", "base", 5, false, "", "KB_search"}, // the default, bm25
+		{"banking_knowledge", "base", 5, true, "bm25_grep", "KB_search"},
+		{"banking_knowledge", "base", 2, true, "grep_only", "grep"},
+		{"banking_knowledge", "base", 2, false, "golden_retrieval", ""},
+		{"banking_knowledge", "base", 2, true, "terminal_use", "shell"},
 	} {
-		t.Run(fmt.Sprintf("%s-%s-chat=%v", tc.domain, tc.split, tc.chat), func(t *testing.T) {
-			te := newTestEnv(t, envOpts{domain: tc.domain, chatAgent: tc.chat})
+		t.Run(fmt.Sprintf("%s-%s-chat=%v-%s", tc.domain, tc.split, tc.chat, tc.retrieval), func(t *testing.T) {
+			if err := knowledge.LookupSandboxDeps(); tc.retrieval == "terminal_use" && err != nil && os.Getenv("TAU2RL_REQUIRE_TOOLS") != "1" {
+				t.Skip(err)
+			}
+			te := newTestEnv(t, envOpts{domain: tc.domain, chatAgent: tc.chat, retrieval: tc.retrieval})
 			set := tasks(t, tc.domain, tc.split)
 			n := 0
 			for _, task := range set.Tasks {
@@ -75,9 +89,48 @@ func TestScriptedGoldEpisodes(t *testing.T) {
 				if tr.Messages[0].Content != episode.Greeting {
 					t.Errorf("first message %q", tr.Messages[0].Content)
 				}
+				if got := firstToolCall(tr); tc.domain == "banking_knowledge" && tc.lookup != "" && got != tc.lookup {
+					t.Errorf("task %s: first tool call %q, want the lookup %s", task.ID, got, tc.lookup)
+				}
 			}
 		})
 	}
+}
+
+// TestScriptedBankingAllTasks plays every banking_knowledge task's gold
+// actions (lookup first, bm25) without errors: all 97 end by the user's stop
+// with reward 1. It caught the scripted user quoting instructions that name
+// ###STOP### (45 tasks ended on the user's first turn) and the agent ending
+// task_005 on its first, non-final transfer. About 20 s: skipped by -short.
+func TestScriptedBankingAllTasks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plays all 97 banking_knowledge tasks (~20 s)")
+	}
+	te := newTestEnv(t, envOpts{domain: "banking_knowledge"})
+	set := tasks(t, "banking_knowledge", "base")
+	if len(set.Tasks) != 97 {
+		t.Fatalf("%d banking_knowledge tasks, want 97", len(set.Tasks))
+	}
+	for _, task := range set.Tasks {
+		res := runTask(t, te, "base", task.ID)
+		if res.Infra != nil {
+			t.Errorf("task %s: infra error %v", task.ID, res.Infra)
+			continue
+		}
+		if tr := res.Traj; tr.Termination != schemas.TerminationUserStop || tr.Reward != 1 {
+			t.Errorf("task %s: termination %s reward %v, info %.300s", task.ID, tr.Termination, tr.Reward, tr.RewardInfoJSON)
+		}
+	}
+}
+
+// firstToolCall names the trajectory's first tool call ("" if none).
+func firstToolCall(tr *schemas.Trajectory) string {
+	for _, m := range tr.Messages {
+		if len(m.ToolCalls) > 0 {
+			return m.ToolCalls[0].Name
+		}
+	}
+	return ""
 }
 
 // TestNLTaskWithoutJudgeIsNotEvaluated: a retail task whose basis has

@@ -24,13 +24,34 @@
 // their device (requestor "user", telecom), a message "Please perform this
 // action on your device: NAME {json args}" — then, when the task lists
 // communicate_info, one message containing every item, then "Is there
-// anything else I can help you with?". A transfer_to_human_agents action is
-// followed by τ²'s transfer announcement instead. In solo mode every action
-// is a tool call and the plan ends with done(). The agent is stateless: the
-// position in the plan is the number of agent turns already in the
-// conversation, the greeting excluded — or, for a task that resumes a
-// message_history (τ² starts such an episode from the history, without the
-// greeting), the history's assistant turns excluded.
+// anything else I can help you with?". A transfer_to_human_agents action
+// that is the task's last gold action is followed by τ²'s transfer
+// announcement instead, which ends the episode; a transfer followed by more
+// gold actions (banking_knowledge's task_005: the customer comes back from
+// the human agent) is just a tool call, and the plan goes on. In solo mode
+// every action is a tool call and the plan ends with done(). The agent is
+// stateless: the position in the plan is the number of agent turns already
+// in the conversation, the greeting excluded — or, for a task that resumes
+// a message_history (τ² starts such an episode from the history, without
+// the greeting), the history's assistant turns excluded.
+//
+// # Searching before acting
+//
+// A task that names required_documents (banking_knowledge) is one where a
+// real agent must look the bank's procedure up before acting, so the plan
+// starts with one retrieval call through the first retrieval tool the
+// request offers, about the task's first required document (its title, read
+// from the domain's documents/; the id if the title is missing):
+//   - KB_search (bm25, openai_embeddings and their _grep variants):
+//     {"query": TITLE};
+//   - grep (grep_only): {"pattern": W1|W2|…}, the title's words of four or
+//     more letters ("Internal" left out) as an alternation, since titles
+//     rarely occur verbatim in a document's content, which grep searches;
+//   - shell (terminal_use): {"command": "rg -il 'W1|W2|…' . | head -n 10"}.
+//
+// With no retrieval tool offered (no_knowledge, full_kb, golden_retrieval:
+// the documents are in the prompt or absent) there is no lookup. Lookups
+// are reads: the errors below never pick them as the state-changing action.
 //
 // With probability error_rate an episode gets one error, chosen from
 // error_kinds by a hash of the episode id (so a run is reproducible):
@@ -47,8 +68,8 @@
 //
 // # The user
 //
-// It opens with the scenario's reason for call and known information,
-// performs a requested device action by calling that tool, reports a tool
+// It opens with the scenario's reason for call and known information (or
+// its free-text instructions, τ²'s stop tokens removed), performs a requested device action by calling that tool, reports a tool
 // result in words, answers the transfer announcement with ###TRANSFER###
 // and the closing question with ###STOP###, and otherwise says "Okay,
 // please go ahead." — ending with ###STOP### after max_user_turns. In a
@@ -63,7 +84,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"tau2rl/lib/inference/chattemplate"
@@ -71,6 +94,7 @@ import (
 	"tau2rl/tau2/data"
 	"tau2rl/tau2/env"
 	"tau2rl/tau2/episode"
+	"tau2rl/tau2/knowledge"
 	"tau2rl/tau2/pyjson"
 )
 
@@ -177,7 +201,7 @@ func (s *Script) Reply(ctx context.Context, call *llmtest.Call) (llmtest.Reply, 
 	switch {
 	case strings.HasPrefix(sys, "<instructions>\nYou are a customer service agent"):
 		solo := strings.Contains(sys, "\n<ticket>\n")
-		return s.agent(tag, task, call.Messages[1:], solo)
+		return s.agent(tag, task, call.Messages[1:], solo, call.ToolNames())
 	case strings.Contains(sys, "\n<scenario>\n"):
 		return s.user(task, call.Messages[1:])
 	}
@@ -210,6 +234,7 @@ const (
 	stepSay                      // the agent says text
 	stepInfo                     // the agent says the communicate_info
 	stepRaw                      // the agent writes raw (malformed) text
+	stepLookup                   // the agent calls a retrieval tool (not a gold action)
 )
 
 type step struct {
@@ -223,16 +248,20 @@ type step struct {
 // the user's).
 func (st step) action() bool { return st.kind == stepCall || st.kind == stepInstruct }
 
-// plan returns the scripted agent's turns for an episode.
-func (s *Script) plan(domain string, task *data.Task, episodeID string, solo bool) ([]step, error) {
-	var steps []step
+// plan returns the scripted agent's turns for an episode. tools are the
+// names of the tools the request offers (they choose the lookup tool).
+func (s *Script) plan(domain string, task *data.Task, episodeID string, solo bool, tools []string) ([]step, error) {
 	var actions []data.Action
 	var info []string
 	if c := task.EvaluationCriteria; c != nil {
 		actions, info = c.Actions, c.CommunicateInfo
 	}
+	steps, err := s.lookups(domain, task, tools)
+	if err != nil {
+		return nil, err
+	}
 	transfer := false
-	for _, a := range actions {
+	for i, a := range actions {
 		args := "{}"
 		if a.Arguments != nil {
 			var err error
@@ -245,7 +274,7 @@ func (s *Script) plan(domain string, task *data.Task, episodeID string, solo boo
 			continue
 		}
 		steps = append(steps, step{kind: stepCall, name: a.Name, args: args})
-		if a.Name == "transfer_to_human_agents" && !solo {
+		if a.Name == "transfer_to_human_agents" && !solo && i == len(actions)-1 {
 			steps = append(steps, step{kind: stepSay, text: TransferText})
 			transfer = true
 			break
@@ -285,6 +314,9 @@ func (s *Script) injectError(domain, episodeID string, steps []step, solo bool) 
 		if st.kind == stepInfo {
 			info = i
 		}
+		if st.kind == stepLookup {
+			calls = append(calls, i) // a call that can be malformed, never a write
+		}
 		if !st.action() {
 			continue
 		}
@@ -313,7 +345,7 @@ func (s *Script) injectError(domain, episodeID string, steps []step, solo bool) 
 	}
 	// malformed_call, or the chosen kind had nothing to act on.
 	at, name := 0, "transfer_to_human_agents"
-	if len(calls) > 0 && steps[pick(calls)].kind == stepCall {
+	if len(calls) > 0 && (steps[pick(calls)].kind == stepCall || steps[pick(calls)].kind == stepLookup) {
 		at = pick(calls)
 		name = steps[at].name
 	}
@@ -358,8 +390,8 @@ func perturb(args string) (string, bool) {
 	return out, err == nil
 }
 
-func (s *Script) agent(tag episode.Tag, task *data.Task, msgs []chattemplate.Message, solo bool) (llmtest.Reply, error) {
-	plan, err := s.plan(tag.Domain, task, tag.Episode, solo)
+func (s *Script) agent(tag episode.Tag, task *data.Task, msgs []chattemplate.Message, solo bool, tools []string) (llmtest.Reply, error) {
+	plan, err := s.plan(tag.Domain, task, tag.Episode, solo, tools)
 	if err != nil {
 		return llmtest.Reply{}, err
 	}
@@ -391,6 +423,11 @@ func (s *Script) agent(tag episode.Tag, task *data.Task, msgs []chattemplate.Mes
 		r.ToolCalls = []llmtest.ToolCall{{Name: st.name, Arguments: json.RawMessage(st.args)}}
 		if s.cfg.Reasoning {
 			r.Reasoning = "The next step of the resolution is " + st.name + "."
+		}
+	case stepLookup:
+		r.ToolCalls = []llmtest.ToolCall{{Name: st.name, Arguments: json.RawMessage(st.args)}}
+		if s.cfg.Reasoning {
+			r.Reasoning = "I should look up the bank's procedure before acting."
 		}
 	case stepInstruct:
 		r.Content = InstructPrefix + st.name + " " + st.args
@@ -453,17 +490,28 @@ func (s *Script) user(task *data.Task, msgs []chattemplate.Message) (llmtest.Rep
 }
 
 // Opening is the scripted user's first message: the scenario's reason for
-// call and known information (or its free-text instructions).
+// call and known information (or its free-text instructions), without τ²'s
+// stop tokens. Free-text instructions often tell the simulator when to
+// write ###STOP### or ###TRANSFER### (45 of banking_knowledge's 97 tasks);
+// quoted verbatim, the opening would end the episode at once.
 func Opening(task *data.Task) string {
 	in := task.UserScenario.Instructions
 	if in.Structured == nil {
-		return strings.TrimSpace(in.Text)
+		return stripStopTokens(strings.TrimSpace(in.Text))
 	}
 	parts := []string{strings.TrimSpace(in.Structured.ReasonForCall)}
 	if in.Structured.KnownInfo != nil {
 		parts = append(parts, strings.TrimSpace(*in.Structured.KnownInfo))
 	}
-	return strings.Join(parts, " ")
+	return stripStopTokens(strings.Join(parts, " "))
+}
+
+// stripStopTokens removes every τ² stop token from text.
+func stripStopTokens(text string) string {
+	for _, t := range episode.StopTokens {
+		text = strings.ReplaceAll(text, t, "")
+	}
+	return text
 }
 
 // hasHistory reports whether the task resumes a message_history.
@@ -486,4 +534,94 @@ func historyCount(task *data.Task, role string) int {
 		}
 	}
 	return n
+}
+
+// Lookup tools, in order of preference (see the package doc).
+const (
+	lookupKBSearch = "KB_search"
+	lookupGrep     = "grep"
+	lookupShell    = "shell"
+)
+
+// lookups returns the retrieval step that opens the plan of a task with
+// required documents, through the first lookup tool offered; none when the
+// task names no document or no lookup tool is offered.
+func (s *Script) lookups(domain string, task *data.Task, tools []string) ([]step, error) {
+	if len(task.RequiredDocuments) == 0 {
+		return nil, nil
+	}
+	tool := ""
+	for _, t := range []string{lookupKBSearch, lookupGrep, lookupShell} {
+		if slices.Contains(tools, t) {
+			tool = t
+			break
+		}
+	}
+	if tool == "" {
+		return nil, nil
+	}
+	titles, err := s.titles(domain)
+	if err != nil {
+		return nil, err
+	}
+	ref := task.RequiredDocuments[0]
+	title := titles[ref]
+	if title == "" {
+		title = ref
+	}
+	var args *pyjson.Object
+	switch tool {
+	case lookupKBSearch:
+		args = pyjson.NewObject("query", title)
+	case lookupGrep:
+		args = pyjson.NewObject("pattern", grepPattern(title))
+	case lookupShell:
+		args = pyjson.NewObject("command", "rg -il '"+grepPattern(title)+"' . | head -n 10")
+	}
+	text, err := pyjson.Dumps(args)
+	if err != nil {
+		return nil, fmt.Errorf("scripted: task %s lookup: %w", task.ID, err)
+	}
+	return []step{{kind: stepLookup, name: tool, args: text}}, nil
+}
+
+var wordRE = regexp.MustCompile(`[A-Za-z0-9]{4,}`)
+
+// grepPattern is the alternation of a title's words of four or more
+// letters, "Internal" (a marker of staff-only documents, not a topic) left
+// out; the title quoted as a literal when it has no such word. The words
+// are letters and digits only, so the pattern is safe inside the shell
+// command's single quotes.
+func grepPattern(title string) string {
+	var words []string
+	for _, w := range wordRE.FindAllString(title, -1) {
+		if w != "Internal" && !slices.Contains(words, w) {
+			words = append(words, w)
+		}
+	}
+	if len(words) == 0 {
+		return regexp.QuoteMeta(title)
+	}
+	return strings.Join(words, "|")
+}
+
+// titles maps the domain's knowledge-base document ids to their titles
+// (loaded once per data directory and domain; empty for a domain without
+// documents/).
+func (s *Script) titles(domain string) (map[string]string, error) {
+	dir, err := data.Dir(s.cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("scripted: %w", err)
+	}
+	return env.LoadOnce("scripted-titles:"+dir+":"+domain, func() (map[string]string, error) {
+		kb, err := knowledge.Load(filepath.Join(data.DomainDir(dir, domain), "documents"))
+		if err != nil {
+			return nil, fmt.Errorf("scripted: %s documents: %w", domain, err)
+		}
+		out := make(map[string]string, kb.Len())
+		for _, d := range kb.Docs {
+			out[d.ID] = d.Title
+		}
+		return out, nil
+	})
 }
