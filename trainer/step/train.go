@@ -25,6 +25,7 @@ func (t *Trainer) takeBatch() ([]*group.Group, error) {
 		t.ready = t.ready[1:]
 		for _, m := range group.Prune(g, t.version, t.cfg.MaxHeadOffpolicyness) {
 			t.d.Metrics.StaleDropped.Inc()
+			t.acct.discard("stale", 1)
 			if err := t.discard(m); err != nil {
 				return nil, err
 			}
@@ -246,6 +247,7 @@ func (t *Trainer) record(groups []*group.Group, b *batch.Batch, p *prefixtree.Pa
 		"behav_abs_diff": st.BehavAbsDiff(), "behav_cap_fraction": st.CapFraction(), "behav_weight_max": st.BehavWMax,
 		"approx_kl": st.ApproxKL(), "staleness_max": float64(b.MaxStaleness),
 	}
+	t.acct.flush(t.last, t.pendingEpisodes()) // where the episodes received since the last step went
 	t.gauges()
 }
 

@@ -118,6 +118,8 @@ type Trainer struct {
 	// groups discarded since then by outcome (reportWaiting).
 	lastProgress time.Time
 	dropped      map[string]int
+	// acct counts where the trajectories received since the last step record went (accounting.go).
+	acct accounting
 }
 
 // waitLogEvery is how often a trainer that takes no step says why at the default log level.
@@ -286,6 +288,7 @@ func (t *Trainer) handle(m Message) error {
 	if len(m.Trajectories) == 0 {
 		t.d.Metrics.EmptyMessages.Inc()
 	}
+	t.acct.received += len(m.Trajectories)
 	h := t.tracker.Track(tp, m.Offset, len(m.Trajectories))
 	now := t.d.Now()
 	for _, tr := range m.Trajectories {
@@ -295,6 +298,7 @@ func (t *Trainer) handle(m Message) error {
 		grp, verdict := t.grouper.Add(group.Member{Traj: tr, Handle: uint64(h)}, now, t.version, t.cfg.MaxHeadOffpolicyness)
 		t.d.Metrics.Trajectories.WithLabelValues(verdict.String()).Inc()
 		if verdict != group.Accepted {
+			t.acct.discard(verdict.String(), 1)
 			if verdict == group.Stale {
 				t.d.Metrics.StaleDropped.Inc()
 			}
@@ -331,6 +335,7 @@ func (t *Trainer) discard(m group.Member) error {
 func (t *Trainer) discardGroup(g *group.Group, outcome string) error {
 	t.d.Metrics.Groups.WithLabelValues(outcome).Inc()
 	t.dropped[outcome]++
+	t.acct.discard(outcome, len(g.Members))
 	for _, m := range g.Members {
 		if err := t.discard(m); err != nil {
 			return err
