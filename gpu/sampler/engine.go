@@ -152,8 +152,9 @@ type seq struct {
 	lps      []float32
 	spans    []VersionSpan
 	blocks   []int32
-	computed int // positions whose keys and values are in the cache
-	inserted int // blocks handed to the prefix cache
+	computed int          // positions whose keys and values are in the cache
+	inserted int          // blocks handed to the prefix cache
+	cursor   radix.Cursor // where the last insert into the prefix cache ended
 	cached   int
 	first    bool // not yet admitted once
 	retracts int
@@ -624,6 +625,7 @@ func (e *Engine) admitPrefix(s *seq) {
 	s.blocks = append(s.blocks[:0], m...)
 	s.computed = len(m) * e.bs
 	s.inserted = len(m)
+	s.cursor = radix.Cursor{}
 	if s.first {
 		s.cached = s.computed
 	}
@@ -668,7 +670,7 @@ func (e *Engine) growChunk(s *seq, want int) int {
 // release gives back s's blocks; its KV is gone and will be recomputed.
 func (e *Engine) release(s *seq) {
 	e.pool.ReleaseAll(s.blocks)
-	s.blocks, s.computed, s.inserted = nil, 0, 0
+	s.blocks, s.computed, s.inserted, s.cursor = nil, 0, 0, radix.Cursor{}
 }
 
 // retract moves a running request back to the waiting queue, at its arrival position.
@@ -712,7 +714,9 @@ func (e *Engine) step(batch []work) error {
 		s.computed += w.chunk
 		if *e.cfg.PrefixCache {
 			if full := s.computed / e.bs; full > s.inserted {
-				e.tree.Insert(s.tokens[:full*e.bs], s.blocks[:full])
+				// From where this request's last insert ended: the walk covers the blocks
+				// filled since, not the whole history.
+				e.tree.InsertFrom(&s.cursor, s.tokens[:full*e.bs], s.blocks[:full])
 				s.inserted = full
 			}
 		}

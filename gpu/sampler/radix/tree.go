@@ -26,6 +26,18 @@ type node struct {
 	parent   *node
 	children map[string]*node
 	last     uint64 // logical time of the last match or insert through this node
+	gone     bool   // evicted or flushed: a Cursor still pointing here starts over from the root
+}
+
+// Cursor remembers where a request's last InsertFrom ended, so the next one walks only the
+// blocks filled since instead of the whole history from the root. A τ² request's history is
+// thousands of tokens, a block fills every BlockSize generated tokens, and each insert from the
+// root hashes every block on the path: with a cursor the engine's prefix-cache work per step no
+// longer grows with the history length. The zero Cursor starts at the root.
+type Cursor struct {
+	n     *node
+	depth int    // blocks from the root to n
+	epoch uint64 // the tree's Flush count when n was reached
 }
 
 // Tree is the prefix cache over one pool. It is not safe for concurrent use.
@@ -35,6 +47,7 @@ type Tree struct {
 	root  *node
 	clock uint64
 	nodes int
+	epoch uint64 // Flush count: a Cursor from before a Flush is stale
 }
 
 // New returns an empty tree caching blocks of blockSize tokens from pool.
@@ -71,22 +84,41 @@ func (t *Tree) Match(tokens []int32, maxBlocks int) []int32 {
 // tree already caches a block for the same tokens it keeps its own (the caller's copy is freed
 // with the caller's table). It returns how many blocks the tree adopted.
 func (t *Tree) Insert(tokens []int32, blocks []int32) int {
+	var c Cursor
+	return t.InsertFrom(&c, tokens, blocks)
+}
+
+// InsertFrom is Insert continuing from c, where the same request's previous InsertFrom ended
+// (tokens and blocks then extend what that call saw), and leaves c at the last full block.
+// It walks from the root instead when c is the zero Cursor, when the node it points to has
+// been evicted or flushed since, or when it lies deeper than the blocks given (the caller
+// started over), so a stale cursor costs one full walk, never a wrong entry.
+//
+// Only the nodes walked are stamped as used; the ancestors above c keep older stamps. Eviction
+// order is unchanged all the same: Evict frees leaves only, and removing a node carries its
+// stamp up to its parent, so a node that becomes a leaf is at least as recent as anything that
+// was below it (as when every insert stamped the whole path).
+func (t *Tree) InsertFrom(c *Cursor, tokens []int32, blocks []int32) int {
 	t.clock++
 	adopted := 0
-	n := t.root
-	for b := 0; b < len(blocks) && (b+1)*t.bs <= len(tokens); b++ {
+	n, b := t.root, 0
+	if c.n != nil && !c.n.gone && c.epoch == t.epoch && c.depth <= len(blocks) && c.depth*t.bs <= len(tokens) {
+		n, b = c.n, c.depth
+	}
+	for ; b < len(blocks) && (b+1)*t.bs <= len(tokens); b++ {
 		k := keyOf(tokens[b*t.bs : (b+1)*t.bs])
-		c, ok := n.children[k]
+		ch, ok := n.children[k]
 		if !ok {
-			c = &node{key: k, block: blocks[b], parent: n, children: map[string]*node{}}
-			n.children[k] = c
-			t.pool.Retain(c.block)
+			ch = &node{key: k, block: blocks[b], parent: n, children: map[string]*node{}}
+			n.children[k] = ch
+			t.pool.Retain(ch.block)
 			t.nodes++
 			adopted++
 		}
-		c.last = t.clock
-		n = c
+		ch.last = t.clock
+		n = ch
 	}
+	*c = Cursor{n: n, depth: b, epoch: t.epoch}
 	return adopted
 }
 
@@ -132,25 +164,37 @@ func (t *Tree) Evict(n int) int {
 	return freed
 }
 
+// remove drops leaf x, handing its use stamp to its parent (see InsertFrom).
 func (t *Tree) remove(x *node) {
 	delete(x.parent.children, x.key)
+	x.parent.last = max(x.parent.last, x.last)
+	x.gone = true
 	t.pool.Release(x.block)
 	t.nodes--
 }
 
 // Flush drops every entry (after a weight update the cached keys and values are stale). Blocks
-// still in a running request's table stay allocated to it.
+// still in a running request's table stay allocated to it. The others return to the pool in
+// block order rather than the maps' random order, so which blocks later requests get (and so
+// the engine's whole block layout) depends only on the requests, run after run.
 func (t *Tree) Flush() {
+	var blocks []int32
 	var walk func(*node)
 	walk = func(x *node) {
 		for _, c := range x.children {
 			walk(c)
-			t.pool.Release(c.block)
+			c.gone = true
+			blocks = append(blocks, c.block)
 		}
 	}
 	walk(t.root)
+	slices.Sort(blocks)
+	for _, b := range blocks {
+		t.pool.Release(b)
+	}
 	t.root = &node{children: map[string]*node{}}
 	t.nodes = 0
+	t.epoch++
 }
 
 // Blocks is the number of blocks the tree caches.
