@@ -54,7 +54,7 @@ func experimentMain(args []string) {
 	cfg := defaultExpConfig()
 	cli.MainArgs(cli.App{Name: "tau2-run experiment", Usage: experimentUsage, MetricsAddr: "off"}, args, &cfg,
 		func(ctx context.Context, rt *cli.Runtime) error {
-			if err := cfg.Prepare(os.Stdout); err != nil {
+			if err := localrun.PrepareExperiment(&cfg.ExperimentConfig, os.Stdout); err != nil {
 				return prepareUsage(err)
 			}
 			dir, err := localrun.NewRunDir(cfg.Dir, time.Now())

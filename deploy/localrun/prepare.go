@@ -75,7 +75,7 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Prepare resolves, before any process starts, what every process of the pipeline is handed:
+// PrepareExperiment resolves, before any process starts, what every process of the pipeline is handed:
 // the binaries are built, the τ² data directory (lib/assets' order) has the domain's tasks, the
 // Qwen3 tokenizer is found — on a fresh clone downloaded, in the foreground with its progress
 // bar — and exported to the processes ($QWEN3_TOKENIZER_DIR), and model_config is absolute. An
@@ -105,11 +105,11 @@ func (c *Config) Prepare() error {
 	return nil
 }
 
-// Prepare resolves, before any process starts, what every stage shares: the binaries are built
+// PrepareExperiment resolves, before any process starts, what every stage shares: the binaries are built
 // (tau2-sampler too with policy=sampler), the τ² data directory, the one task list of every
 // stage (SelectTasks, reporting to out the tasks it leaves out and why), and absolute paths for
 // bin, model_config and model_path. A task selection that leaves nothing wraps ErrUsage.
-func (c *ExperimentConfig) Prepare(out io.Writer) error {
+func PrepareExperiment(c *ExperimentConfig, out io.Writer) error {
 	bins := []string{"tau2-broker", "tau2-scripted-llm", "tau2-archiver", "tau2-trainer", "tau2-producer", "tau2-eval"}
 	if c.Policy == "sampler" {
 		bins = append(bins, "tau2-sampler")
