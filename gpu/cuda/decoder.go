@@ -80,7 +80,14 @@ type Decoder struct {
 	// kernel (an item of g rows) instead of the CUDA-core one: 4,378 → 5,758 output tok/s on the
 	// τ² load (1.7B, H200, same run), its cp.async double buffering keeping more bytes in flight.
 	ownMMA bool
+	// itemsPerSM sets the paged kernels' split: every key range is cut so the step has about
+	// this many items per SM (flash-decoding); fewer, longer items merge fewer partials, more
+	// keep more bytes in flight. defaultItemsPerSM unless a benchmark sets it.
+	itemsPerSM int
 }
+
+// defaultItemsPerSM is the paged kernels' split target (Decoder.itemsPerSM).
+const defaultItemsPerSM = 4
 
 // decoderStats count where a Decoder's steps went (benchmarks and profiles).
 type decoderStats struct {
@@ -298,7 +305,7 @@ func NewDecoder(w *gpu.Weights, kv gpu.KVCacheSpec) (*Decoder, error) {
 		return nil, err
 	}
 	d := &Decoder{cfg: w.Config, kv: kv, sms: info.SMs, graphs: map[graphKey]dptr{},
-		seen: map[graphKey]int{}, captureAfter: defaultCaptureAfter, ownMMA: true}
+		seen: map[graphKey]int{}, captureAfter: defaultCaptureAfter, ownMMA: true, itemsPerSM: defaultItemsPerSM}
 	d.pl = newParamLayout(d.cfg, gpu.ParamSpecs(d.cfg))
 	// t2_init selects the device on this thread; the allocations and uploads below must follow on
 	// the same thread (Backend.enter says why).
@@ -518,7 +525,7 @@ func (p *stepPlan) itemInts() []int32 { return slices.Concat(p.items, p.mitems, 
 //   - what is left (a decode token's own blocks, a short chunk) runs on the CUDA-core kernel in
 //     tiles of T2_PAGED_ROWS/g tokens.
 //
-// Every key range is split so the step has about four items per SM.
+// Every key range is split so the step has about itemsPerSM items per SM.
 func (d *Decoder) plan(seqs []gpu.ServeSeq) stepPlan {
 	c, bs := d.cfg, d.kv.BlockSize
 	g := c.NumAttentionHeads / c.NumKeyValueHeads
@@ -581,7 +588,7 @@ func (d *Decoder) plan(seqs []gpu.ServeSeq) stepPlan {
 	for gi, k := range sharedWork {
 		work += int64(nkv) * int64(k) * int64((len(groups[gi])*g+63)/64)
 	}
-	split := 64 * max(2, int((work/int64(4*max(1, d.sms))+63)/64))
+	split := 64 * max(2, int((work/int64(max(1, d.itemsPerSM)*max(1, d.sms))+63)/64))
 	nsplit := func(lo, hi int) int { return (hi - lo + split - 1) / split }
 	// slotOf[i]: decode sequence i's first partial slot and its segments' first split index per
 	// range (shared ranges in order, then its own range).

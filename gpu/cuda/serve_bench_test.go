@@ -55,7 +55,8 @@ func serveLoads(b *testing.B) []loadgen.Shape {
 // capture policy (0: every new step shape, the behaviour before issue 28) and T2_SERVE_MMA=0,1
 // runs the CUDA-core paged path (before issue 28) beside the tensor-core one, and
 // T2_SERVE_OWN_MMA=0,1 the decode tokens' own blocks on either kernel, for A/B runs;
-// T2_SERVE_PROFILE=1 adds a shorter run with the per-operation profiler. Records go to
+// T2_SERVE_SPLIT=4,8,… runs each load at each paged-kernel split target (items per SM, the
+// decoder's itemsPerSM; default defaultItemsPerSM); T2_SERVE_PROFILE=1 adds a shorter run with the per-operation profiler. Records go to
 // $T2_REPORT_DIR/serve_tau2.jsonl (loadgen.Record plus the engine's step counts).
 func BenchmarkServeTau2(b *testing.B) {
 	info, err := Device(0)
@@ -107,6 +108,17 @@ func BenchmarkServeTau2(b *testing.B) {
 			} else if os.Getenv("T2_SERVE_OWN_MMA") == "0" {
 				owns = []bool{false}
 			}
+			splits := []int{defaultItemsPerSM}
+			if v := os.Getenv("T2_SERVE_SPLIT"); v != "" {
+				splits = nil
+				for _, f := range strings.Split(v, ",") {
+					n, err := strconv.Atoi(f)
+					if err != nil || n < 1 {
+						b.Fatalf("T2_SERVE_SPLIT %q: want items per SM ≥ 1, comma-separated", v)
+					}
+					splits = append(splits, n)
+				}
+			}
 			mmas := []bool{true}
 			if os.Getenv("T2_SERVE_MMA") == "0,1" {
 				mmas = []bool{false, true}
@@ -120,14 +132,16 @@ func BenchmarkServeTau2(b *testing.B) {
 							continue // the CUDA-core path has no own-blocks choice: run it once
 						}
 						for _, pol := range policies {
-							d.captureAfter, d.noMMA, d.ownMMA = pol, !mma, own
-							runServeLoad(b, d, m.name, info.Name, s, hw,
-								fmt.Sprintf("capture_after=%d tensor_core_paged=%v own_blocks_tensor_core=%v", pol, mma, own))
+							for _, sp := range splits {
+								d.captureAfter, d.noMMA, d.ownMMA, d.itemsPerSM = pol, !mma, own, sp
+								runServeLoad(b, d, m.name, info.Name, s, hw,
+									fmt.Sprintf("capture_after=%d tensor_core_paged=%v own_blocks_tensor_core=%v items_per_sm=%d", pol, mma, own, sp))
+							}
 						}
 					}
 				}
 			}
-			d.noMMA, d.ownMMA = false, true
+			d.noMMA, d.ownMMA, d.itemsPerSM = false, true, defaultItemsPerSM
 			if os.Getenv("T2_SERVE_PROFILE") == "1" {
 				s := serveLoads(b)[0]
 				s.Turns = 2

@@ -689,6 +689,12 @@ func (e *Engine) retractAll() {
 	}
 }
 
+// insertFromRoot, set at link time only (go test -c -ldflags=-X
+// tau2rl/gpu/sampler.insertFromRoot=1), makes every prefix-cache insert walk from the root as
+// before issue 28's cursor, so a serving benchmark can run both in one device call. Empty in
+// every build of the project.
+var insertFromRoot string
+
 // step runs the batch and applies its draws.
 func (e *Engine) step(batch []work) error {
 	seqs := make([]gpu.ServeSeq, len(batch))
@@ -716,6 +722,9 @@ func (e *Engine) step(batch []work) error {
 			if full := s.computed / e.bs; full > s.inserted {
 				// From where this request's last insert ended: the walk covers the blocks
 				// filled since, not the whole history.
+				if insertFromRoot != "" {
+					s.cursor = radix.Cursor{}
+				}
 				e.tree.InsertFrom(&s.cursor, s.tokens[:full*e.bs], s.blocks[:full])
 				s.inserted = full
 			}
