@@ -488,7 +488,16 @@ func (e *experiment) grpoStats(ctx context.Context, ds, ckpt string) error {
 		return err
 	}
 	by := map[int64][]float64{}
-	_, err = d.Scan(ctx, dataset.Filter{}, func(t *schemas.Trajectory) error {
+	var trajs []*schemas.Trajectory
+	produced := 0
+	// Infrastructure errors are produced episodes too (the accounting counts them); reward
+	// statistics are of the graded ones.
+	_, err = d.Scan(ctx, dataset.Filter{IncludeInfraErrors: true}, func(t *schemas.Trajectory) error {
+		produced++
+		if t.Status != schemas.StatusOK {
+			return nil
+		}
+		trajs = append(trajs, t)
 		by[t.PolicyVersionStart] = append(by[t.PolicyVersionStart], t.Reward)
 		g.Episodes++
 		g.GeneratedToken += float64(t.GeneratedTokens())
@@ -497,6 +506,8 @@ func (e *experiment) grpoStats(ctx context.Context, ds, ckpt string) error {
 	if err != nil {
 		return err
 	}
+	g.Accounting = report.Account(recs, produced)
+	g.Diagnosis = report.Diagnose(trajs)
 	var versions []int64
 	for v := range by {
 		versions = append(versions, v)
@@ -522,6 +533,7 @@ func (e *experiment) grpoStats(ctx context.Context, ds, ckpt string) error {
 		e.printf("   GRPO took no step: %s", g.NoStepReason)
 	}
 	e.printf("   %d steps, %d episodes (%d trained on); mean reward per policy version:", g.Steps, g.Episodes, g.TrainedEpisodes)
+	e.printf("   where the %d produced episodes went: %s", g.Accounting.Produced, accountingLine(g.Accounting))
 	for _, r := range g.PerVersion {
 		e.printf("     v%-3d %4d episodes  %.3f ± %.3f", r.Version, r.Episodes, r.Mean, r.Std)
 	}
@@ -595,6 +607,8 @@ func (e *experiment) writeReport() error {
 	for _, v := range r.GRPO.PerVersion {
 		fmt.Fprintf(&s, "| v%d | %d | %.3f | %.3f |\n", v.Version, v.Episodes, v.Mean, v.Std)
 	}
+	writeAccounting(&s, r.GRPO.Accounting)
+	writeDiagnosis(&s, r.GRPO.Diagnosis)
 	fmt.Fprintf(&s, "\nTrain/inference log-prob mismatch per step (mean |behaviour − proximal|, fraction capped): %s %s\n", rounded(r.GRPO.MeanAbsDiff), rounded(r.GRPO.CapFraction))
 	for _, f := range r.Figures {
 		if rel, err := filepath.Rel(e.dir, f); err == nil && strings.HasSuffix(f, ".png") { // SVGs sit beside them

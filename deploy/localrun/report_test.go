@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"tau2rl/schemas/report"
 )
 
 // TestReportRoundsFloats (issue 27 item 21): report.md prints pass^k and the per-step mismatch to
@@ -32,5 +34,32 @@ func TestReportRoundsFloats(t *testing.T) {
 	}
 	if strings.Contains(md, "0.1538461") || strings.Contains(md, "0.333333") {
 		t.Errorf("report.md prints unrounded floats:\n%s", md)
+	}
+}
+
+// TestReportSaysWhereEpisodesWent: report.md has the accounting table (trained and each reason,
+// with shares) and the per task diagnosis with its total row.
+func TestReportSaysWhereEpisodesWent(t *testing.T) {
+	e := &experiment{cfg: DefaultExperimentConfig(), dir: t.TempDir(), out: io.Discard, start: time.Now()}
+	e.rep.GRPO.Accounting = report.Accounting{Produced: 40, Trained: 16, TrainedShare: 0.4, DuplicateCopies: 2,
+		Discarded: map[string]int{"filtered_equal_rewards": 16, report.InFlightAtEnd: 6, "stale": 2}}
+	e.rep.GRPO.Diagnosis = report.Diagnosis{
+		Tasks: []report.Cell{{Task: "airline/1", Episodes: 24, Success: 0.5, Groups: 3, EqualGroups: 1, Failures: map[string]int{"db": 12}}},
+		Total: report.Cell{Task: report.AllTasks, Episodes: 24, Success: 0.5, Groups: 3, EqualGroups: 1, Failures: map[string]int{"db": 12}},
+	}
+	if err := e.writeReport(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(e.dir, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(b)
+	for _, want := range []string{"Where the 40 produced episodes", "| trained on | 16 | 40.0% |", "| discarded: filtered equal rewards | 16 | 40.0% |",
+		"| discarded: in flight at end | 6 | 15.0% |", "| discarded: stale | 2 | 5.0% |", "2 duplicate copies",
+		"| airline/1 | 24 | 0.500 | 3 | 1 |", "| all | 24 |", "db 12"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report.md lacks %q:\n%s", want, md)
+		}
 	}
 }
