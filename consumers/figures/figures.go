@@ -28,6 +28,7 @@ import (
 	"gonum.org/v1/plot/vg/recorder"
 
 	"tau2rl/schemas"
+	"tau2rl/schemas/report"
 	"tau2rl/schemas/steplog"
 	"tau2rl/tau2/evaluator"
 )
@@ -193,6 +194,9 @@ type Input struct {
 	PassK      []PassK
 	Throughput []Rate
 	Mismatch   []StepPoint
+	// Tasks are the GRPO episodes' success per task and policy version (schemas/report's
+	// Diagnosis cells): the tasks_versions heat map.
+	Tasks []report.Cell
 }
 
 // Draw writes every figure of in to dir (created) in every format and returns the paths.
@@ -247,6 +251,10 @@ func Draw(dir string, in Input, o Options) ([]string, error) {
 	}
 	mp, err := mismatchPlot(in.Mismatch, o)
 	if err := add("mismatch", mp, err); err != nil {
+		return nil, err
+	}
+	hm, err := taskHeatmap(in.Tasks, o)
+	if err := add("tasks_versions", hm, err); err != nil {
 		return nil, err
 	}
 	var files []string

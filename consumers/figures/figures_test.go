@@ -1,7 +1,9 @@
 package figures
 
 import (
+	"encoding/json"
 	"math"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 
 	"tau2rl/schemas"
+	"tau2rl/schemas/report"
 	"tau2rl/schemas/steplog"
 )
 
@@ -154,5 +157,44 @@ func TestTitled(t *testing.T) {
 		if got := titled(Options{Title: in}, "reward"); got != want {
 			t.Errorf("titled(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestTaskHeatmap: the diagnosis cells become the tasks × versions figure, with a row per task
+// and a column per version (a task missing under a version is a NaN cell, drawn grey), and a
+// report.json's diagnosis reaches it through ParseReport.
+func TestTaskHeatmap(t *testing.T) {
+	cells := []report.Cell{
+		{Task: "airline/1", Version: 0, Episodes: 8, Success: 0.25},
+		{Task: "airline/1", Version: 3, Episodes: 8, Success: 0.75},
+		{Task: "airline/10", Version: 3, Episodes: 4, Success: 1},
+	}
+	g := newTaskGrid(cells)
+	if c, r := g.Dims(); c != 2 || r != 2 || g.task(1) != "airline/1" {
+		t.Fatalf("grid %d×%d, top task %q", c, r, g.task(1))
+	}
+	if g.Z(0, 1) != 0.25 || g.Z(1, 1) != 0.75 || g.Z(1, 0) != 1 || !math.IsNaN(g.Z(0, 0)) {
+		t.Errorf("grid values %v", g.z)
+	}
+	files, err := Draw(t.TempDir(), Input{Tasks: cells}, Options{Formats: []string{"png"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 1 || filepath.Base(files[0]) != "tasks_versions.png" {
+		t.Fatalf("files %v", files)
+	}
+	b, err := json.Marshal(report.Report{GRPO: report.GRPOStats{
+		PerVersion: []report.RewardStat{{Version: 0, Episodes: 8, Mean: 0.5}},
+		Diagnosis:  report.Diagnosis{Cells: cells},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, _, err := ParseReport(b, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.Tasks) != 3 || in.Tasks[2].Task != "airline/10" {
+		t.Errorf("parsed cells %+v", in.Tasks)
 	}
 }

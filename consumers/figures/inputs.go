@@ -10,6 +10,7 @@ import (
 
 	"tau2rl/schemas"
 	"tau2rl/schemas/dataset"
+	"tau2rl/schemas/report"
 	"tau2rl/schemas/steplog"
 )
 
@@ -43,6 +44,7 @@ func FromArchive(ctx context.Context, path string, filter dataset.Filter, steps 
 		Reward:     RewardByVersion(trajs),
 		PassK:      PassKByDomain(trajs, maxK),
 		Throughput: Throughput(trajs),
+		Tasks:      report.Diagnose(trajs).Cells,
 	}
 	if steps != "" {
 		recs, err := steplog.Read(steps)
@@ -76,50 +78,21 @@ func FromReport(path string, maxK int) (Input, *float64, string, error) {
 		path, len(in.Reward), first.X, first.Y, last.X, last.Y), nil
 }
 
-// experimentReport is the part of tau2-run experiment's report.json that plot draws.
-type experimentReport struct {
-	Config struct {
-		Domain string `json:"Domain"`
-	} `json:"config"`
-	Demos struct {
-		Episodes   int     `json:"episodes"`
-		MeanReward float64 `json:"mean_reward"`
-	} `json:"demonstrations"`
-	Before evalRow `json:"eval_before"`
-	After  evalRow `json:"eval_after"`
-	GRPO   struct {
-		PerVersion []struct {
-			Version  int64   `json:"version"`
-			Episodes int     `json:"episodes"`
-			Mean     float64 `json:"mean_reward"`
-			Std      float64 `json:"std"`
-		} `json:"reward_per_version"`
-		AbsDiff []float64 `json:"behav_abs_diff_per_step"`
-		Capped  []float64 `json:"behav_cap_fraction_per_step"`
-	} `json:"grpo"`
-}
-
-// evalRow is one tau2-eval run of the report (its fields carry no json tags there).
-type evalRow struct {
-	Tasks int
-	PassK []float64
-}
-
 // ParseReport turns a report.json into the figures' series (pass^k cut to maxK) and the
 // demonstrator's success (nil without demonstrations). A report without reward per version, with
 // a version of no episodes or a negative deviation, or with mismatched per-step lists is an
 // error.
 func ParseReport(b []byte, maxK int) (Input, *float64, error) {
 	var in Input
-	var r experimentReport
+	var r report.Report
 	if err := json.Unmarshal(b, &r); err != nil {
 		return in, nil, fmt.Errorf("not a tau2-run experiment report: %w", err)
 	}
 	if len(r.GRPO.PerVersion) == 0 {
 		return in, nil, errors.New("no reward per policy version (grpo.reward_per_version)")
 	}
-	if len(r.GRPO.AbsDiff) != len(r.GRPO.Capped) {
-		return in, nil, fmt.Errorf("%d mismatch values but %d capped fractions", len(r.GRPO.AbsDiff), len(r.GRPO.Capped))
+	if len(r.GRPO.MeanAbsDiff) != len(r.GRPO.CapFraction) {
+		return in, nil, fmt.Errorf("%d mismatch values but %d capped fractions", len(r.GRPO.MeanAbsDiff), len(r.GRPO.CapFraction))
 	}
 	for _, v := range r.GRPO.PerVersion {
 		if v.Episodes < 1 || v.Std < 0 {
@@ -127,8 +100,8 @@ func ParseReport(b []byte, maxK int) (Input, *float64, error) {
 		}
 		in.Reward = append(in.Reward, PointFromStats(float64(v.Version), v.Episodes, v.Mean, v.Std))
 	}
-	for i := range r.GRPO.AbsDiff {
-		in.Mismatch = append(in.Mismatch, StepPoint{Step: int64(i + 1), AbsDiff: r.GRPO.AbsDiff[i], CapMasked: r.GRPO.Capped[i]})
+	for i := range r.GRPO.MeanAbsDiff {
+		in.Mismatch = append(in.Mismatch, StepPoint{Step: int64(i + 1), AbsDiff: r.GRPO.MeanAbsDiff[i], CapMasked: r.GRPO.CapFraction[i]})
 	}
 	for _, e := range []struct {
 		name string
@@ -140,6 +113,7 @@ func ParseReport(b []byte, maxK int) (Input, *float64, error) {
 			in.PassK = append(in.PassK, PassK{Domain: strings.TrimSpace(r.Config.Domain + " " + e.name), PassK: k, Tasks: e.n})
 		}
 	}
+	in.Tasks = r.GRPO.Diagnosis.Cells
 	var demo *float64
 	if r.Demos.Episodes > 0 {
 		demo = &r.Demos.MeanReward
