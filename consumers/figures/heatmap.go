@@ -20,7 +20,6 @@ type taskGrid struct {
 	tasks    []string
 	versions []int64
 	z        [][]float64 // [task][version]
-	n        [][]int
 }
 
 func newTaskGrid(cells []report.Cell) taskGrid {
@@ -44,9 +43,9 @@ func newTaskGrid(cells []report.Cell) taskGrid {
 	for i, v := range g.versions {
 		vi[v] = i
 	}
-	g.z, g.n = make([][]float64, len(g.tasks)), make([][]int, len(g.tasks))
+	g.z = make([][]float64, len(g.tasks))
 	for i := range g.z {
-		g.z[i], g.n[i] = make([]float64, len(g.versions)), make([]int, len(g.versions))
+		g.z[i] = make([]float64, len(g.versions))
 		for j := range g.z[i] {
 			g.z[i][j] = math.NaN()
 		}
@@ -54,21 +53,19 @@ func newTaskGrid(cells []report.Cell) taskGrid {
 	for _, c := range cells {
 		if c.Episodes > 0 {
 			g.z[ti[c.Task]][vi[c.Version]] = c.Success
-			g.n[ti[c.Task]][vi[c.Version]] = c.Episodes
 		}
 	}
 	return g
 }
 
 // GridXYZ: columns are versions (x = column index), rows tasks (y = row index, first task on top).
-func (g taskGrid) Dims() (c, r int)      { return len(g.versions), len(g.tasks) }
-func (g taskGrid) Z(c, r int) float64    { return g.z[len(g.tasks)-1-r][c] }
-func (g taskGrid) X(c int) float64       { return float64(c) }
-func (g taskGrid) Y(r int) float64       { return float64(r) }
-func (g taskGrid) Min() float64          { return 0 }
-func (g taskGrid) Max() float64          { return 1 }
-func (g taskGrid) task(r int) string     { return g.tasks[len(g.tasks)-1-r] }
-func (g taskGrid) episodes(c, r int) int { return g.n[len(g.tasks)-1-r][c] }
+func (g taskGrid) Dims() (c, r int)   { return len(g.versions), len(g.tasks) }
+func (g taskGrid) Z(c, r int) float64 { return g.z[len(g.tasks)-1-r][c] }
+func (g taskGrid) X(c int) float64    { return float64(c) }
+func (g taskGrid) Y(r int) float64    { return float64(r) }
+func (g taskGrid) Min() float64       { return 0 }
+func (g taskGrid) Max() float64       { return 1 }
+func (g taskGrid) task(r int) string  { return g.tasks[len(g.tasks)-1-r] }
 
 // maxLabelledCells is the most cells that get their success rate written in them; a larger grid
 // (a long run: many versions) is read by its colours.
