@@ -87,7 +87,7 @@ func taskHeatmap(cells []report.Cell, o Options) (*plot.Plot, error) {
 	h := plotter.NewHeatMap(g, cm.Palette(256))
 	h.NaN = color.Gray{Y: 0xC8}
 	p := plot.New()
-	p.Title.Text = titled(o, "success rate per task and policy version")
+	p.Title.Text = titled(o, "success per task and policy version (black 0 → white 1, grey: none)")
 	p.X.Label.Text = "policy version at episode start"
 	p.Y.Label.Text = "task"
 	p.Add(h)
