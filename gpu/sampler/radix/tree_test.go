@@ -199,8 +199,8 @@ func TestInsertFromStaleCursor(t *testing.T) {
 		stale func(tr *Tree, p *kvcache.Pool, bl []int32) ([]int32, []int32) // returns the next call's tokens, blocks
 	}{
 		{"evicted", func(tr *Tree, p *kvcache.Pool, bl []int32) ([]int32, []int32) {
-			// The tree kept its own copy of the request's blocks? No: it adopted them, so the
-			// request's release leaves the tree the only holder and Evict can free them all.
+			// The tree adopted the request's blocks, so the request's release leaves the tree
+			// their only holder and Evict frees both, the cursor's node among them.
 			p.ReleaseAll(bl)
 			if got := tr.Evict(10); got != 2 {
 				t.Fatalf("evicted %d", got)
