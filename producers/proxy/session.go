@@ -72,9 +72,11 @@ func checkID(field, v string) *APIError {
 // (a malformed one, such as a key with '=' padding, must not come back in
 // an answer or a proxy's log).
 func parseCredentials(r *http.Request) (key string, meta SessionMeta, err *APIError) {
-	auth := r.Header.Get("Authorization")
-	token, _ := strings.CutPrefix(auth, "Bearer ")
-	fields := strings.Split(strings.TrimSpace(token), ";")
+	token, aerr := bearerToken(r.Header.Get("Authorization"))
+	if aerr != nil {
+		return "", meta, aerr
+	}
+	fields := strings.Split(token, ";")
 	set := func(name, value, where string) *APIError {
 		switch name {
 		case "session", "task", "group":
@@ -142,6 +144,43 @@ func parseCredentials(r *http.Request) (key string, meta SessionMeta, err *APIEr
 		}
 	}
 	return key, meta, nil
+}
+
+// bearerToken returns the token of an Authorization header. The scheme is
+// matched without regard to case, as HTTP defines it (RFC 9110 §11.1:
+// "bearer sk-…" is a Bearer token; some HTTP libraries write it so). A
+// header without a scheme is taken as the token itself (KEY;session=…), as
+// before. A header in another scheme (Basic, Token, Digest, …) is a 401
+// that says to use Bearer: its credential is no bearer token, and reading
+// it as one only produced errors about "bearer token fields" the client
+// never wrote. The error never quotes the header, not even the scheme.
+func bearerToken(auth string) (string, *APIError) {
+	auth = strings.TrimSpace(auth)
+	scheme, rest, ok := strings.Cut(auth, " ")
+	if !ok || !isAuthScheme(scheme) {
+		return auth, nil
+	}
+	if !strings.EqualFold(scheme, "Bearer") {
+		return "", &APIError{Status: http.StatusUnauthorized, Type: errAuthentication, Code: "invalid_api_key",
+			Message: "the Authorization header is not in the Bearer scheme: send Authorization: Bearer KEY;session=ID;task=… (the OpenAI SDKs do, from their api_key)"}
+	}
+	return strings.TrimSpace(rest), nil
+}
+
+// isAuthScheme reports whether s can be an HTTP authentication scheme
+// name (an RFC 9110 token of letters, digits and '-'), as opposed to the
+// start of a scheme-less token such as "KEY;session=my" (';' and '=' are
+// never in a scheme name).
+func isAuthScheme(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // phase of a session's life.
