@@ -566,7 +566,9 @@ var ErrNoReadable = errors.New("checkpoint: no readable checkpoint")
 // from the initial model would silently throw the training away (and publish version 1 after
 // version N), so Resume returns an error wrapping ErrNoReadable that lists them — unless
 // startFresh (checkpoint.start_fresh) says the operator wants exactly that; the unreadable
-// directories are then left in place (pruning never deletes them). startFresh never overrides a
+// directories are then left in place (pruning never deletes them) and st, with found false,
+// carries only the highest version found there as Version and Step, so the fresh run's versions
+// and steps continue after them instead of starting again at 1. startFresh never overrides a
 // readable checkpoint: a setting left on cannot restart a healthy run from scratch.
 func (m *Manager) Resume(startFresh bool) (dir string, st State, found bool, err error) {
 	dir, st, found, skipped, err := m.Latest()
@@ -587,7 +589,20 @@ func (m *Manager) Resume(startFresh bool) (dir string, st State, found bool, err
 		for _, s := range skipped {
 			log.Warn("checkpoint.start_fresh: ignoring an unreadable checkpoint (left in place)", "skipped", s)
 		}
-		return "", State{}, false, nil
+		// The fresh run continues the version numbering after the highest directory: the
+		// producers follow the highest policy version they have seen and drop rollout requests
+		// older than it allows, so a trainer that published version 1 after version N would
+		// wait forever for groups; and steps.jsonl would lose the records of steps 1..N.
+		vs, err := m.versions()
+		if err != nil {
+			return "", State{}, false, err
+		}
+		if len(vs) > 0 {
+			st = State{Version: vs[0], Step: vs[0]}
+			log.Warn("checkpoint.start_fresh: starting from the initial model; versions continue after the unreadable ones",
+				"first_new_version", st.Version+1)
+		}
+		return "", st, false, nil
 	}
 	msgs := make([]string, len(skipped))
 	for i, s := range skipped {

@@ -122,7 +122,8 @@ func TestLatestFallsBack(t *testing.T) {
 }
 
 // TestResume: the start-up decision. No checkpoint: start from the model. Only unreadable ones:
-// refuse (ErrNoReadable, naming them and checkpoint.start_fresh) unless startFresh. A readable one
+// refuse (ErrNoReadable, naming them and checkpoint.start_fresh) unless startFresh, which continues
+// the numbering after the highest unreadable version. A readable one
 // behind an unreadable newer one: resume from it and say so. startFresh never skips a readable one.
 func TestResume(t *testing.T) {
 	var log bytes.Buffer
@@ -146,8 +147,14 @@ func TestResume(t *testing.T) {
 		}
 	}
 	log.Reset()
-	if _, _, found, err := m.Resume(true); found || err != nil || !strings.Contains(log.String(), "start_fresh") {
+	_, st, found, err := m.Resume(true)
+	if found || err != nil || !strings.Contains(log.String(), "start_fresh") {
 		t.Fatalf("start_fresh: found %v err %v log %q", found, err, log.String())
+	}
+	// The fresh run numbers on from v6: producers drop requests of a version below the highest
+	// they have seen, so publishing version 1 after 6 would stall training (issue 27 item 1).
+	if st.Version != 6 || st.Step != 6 || len(st.Offsets) != 0 {
+		t.Fatalf("start_fresh state %+v, want version and step 6 and nothing else", st)
 	}
 	if !exists(t, m.Path(6)) {
 		t.Fatal("start_fresh removed the unreadable checkpoint")

@@ -60,8 +60,11 @@ func Open(s Settings) (gpu.Backend, *checkpoint.State, error) {
 		return nil, nil, err
 	}
 	be, err := s.build(b, dir, found, nil)
-	if err != nil || !found {
+	if err != nil {
 		return be, nil, err
+	}
+	if !found {
+		return be, numbering(st), nil
 	}
 	// The weights alone would restart AdamW from zero (and, from a bf16 checkpoint, from
 	// rounded weights): restore the optimizer state so the run continues exactly.
@@ -72,6 +75,16 @@ func Open(s Settings) (gpu.Backend, *checkpoint.State, error) {
 	}
 	log.Info("resuming", "checkpoint", dir, "version", st.Version, "step", st.Step, "optimizer_state", restored)
 	return be, &st, nil
+}
+
+// numbering is what a start from the initial model restores: nothing, or after
+// checkpoint.start_fresh past unreadable checkpoints the version and step to continue from
+// (checkpoint.Manager.Resume), so the published versions never go backwards.
+func numbering(st checkpoint.State) *checkpoint.State {
+	if st.Version == 0 && st.Step == 0 {
+		return nil
+	}
+	return &checkpoint.State{Version: st.Version, Step: st.Step}
 }
 
 // backend validates the parallel settings and returns the configured backend.
@@ -288,7 +301,7 @@ func OpenLeader(ctx context.Context, s Settings) (gpu.Backend, *checkpoint.State
 		return nil, nil, nil, err
 	}
 	if !found {
-		return be, nil, l, nil
+		return be, numbering(st), l, nil
 	}
 	restored, err := step.LoadOptimizerHosts(m, dir, st, be.(*dp.Group), l)
 	if err != nil {
