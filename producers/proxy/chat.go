@@ -162,6 +162,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	defer s.letGo(sess) // after release (defers run last first)
 	prompt, err := s.prepare(sess, c)
 	if err != nil {
 		return err

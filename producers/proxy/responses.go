@@ -604,6 +604,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 		if sess, prev, err = s.previousResponse(meta, key, prevID); err != nil {
 			return err
 		}
+		defer s.letGo(sess)
 	}
 	c, err := checkCall(&call{req: rc.chatRequest(prev)}, s.cfg, &s.intern)
 	if err != nil {
@@ -616,6 +617,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 		if sess, err = s.acquire(meta, key); err != nil {
 			return err
 		}
+		defer s.letGo(sess) // after release (defers run last first)
 	}
 	prompt, err := s.prepare(sess, c)
 	if err != nil {
@@ -692,6 +694,7 @@ func (s *Server) previousResponse(meta SessionMeta, key, id string) (*session, [
 	conv, ok := sess.responses.get(id)
 	sess.mu.Unlock()
 	if !ok {
+		s.letGo(sess)
 		return nil, nil, notFound
 	}
 	return sess, conv, nil

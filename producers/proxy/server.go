@@ -213,7 +213,9 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// acquire returns the open session meta names, creating it on first use.
+// acquire returns the open session meta names, creating it on first use;
+// the caller holds it until letGo (deferred), which forgets a session its
+// failed first call left empty.
 // A session belongs to the API key that opened it: calls and the session
 // API with another key are answered as if the session did not exist (404),
 // so one key's clients cannot reward or end another's sessions.
@@ -229,6 +231,7 @@ func (s *Server) acquire(meta SessionMeta, key string) (*session, error) {
 			return nil, &APIError{Status: http.StatusConflict, Type: errConflict, Code: "session_taken", Param: "session", Final: true,
 				Message: fmt.Sprintf("session %q belongs to another API key", meta.ID)}
 		}
+		sess.holders++
 		return sess, nil
 	}
 	if e, ok := s.ended[meta.ID]; ok {
@@ -258,9 +261,34 @@ func (s *Server) acquire(meta SessionMeta, key string) (*session, error) {
 		StartedAt: now, AgentModel: s.cfg.Model, Status: schemas.StatusOK,
 		Tags: map[string]string{"source": "tau2-proxy", "session": meta.ID},
 	}}
+	sess.holders = 1
 	s.sessions[meta.ID] = sess
 	s.m.OpenSessions.Set(float64(len(s.sessions)))
 	return sess, nil
+}
+
+// letGo ends the hold a handler took on sess with acquire, and forgets the
+// session when the last holder leaves it without a recorded call (the
+// request that opened it failed: a 400 found once the prompt was rendered,
+// a policy server that could not answer). Such a session has nothing to
+// publish; kept, it would hold a limits.max_sessions slot for session_ttl
+// and then end as an infra-errors record of 0 calls, noise for an episode
+// that never started. The id stays free: the next call opens it afresh.
+// A session with a recorded call, a reward or a finish under way is kept.
+func (s *Server) letGo(sess *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess.holders--
+	if sess.holders > 0 || s.sessions[sess.meta.ID] != sess {
+		return
+	}
+	sess.mu.Lock()
+	unused := sess.phase == phaseOpen && len(sess.calls) == 0 && sess.inflight == 0 && sess.reward == nil
+	sess.mu.Unlock()
+	if unused {
+		delete(s.sessions, sess.meta.ID)
+		s.m.OpenSessions.Set(float64(len(s.sessions)))
+	}
 }
 
 // lookup returns an open session, or the error for an ended or unknown id.

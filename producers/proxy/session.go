@@ -225,6 +225,7 @@ type session struct {
 	mu        sync.Mutex
 	meta      SessionMeta
 	owner     string              // the API key that opened it ("" with auth disabled)
+	holders   int                 // handlers between acquire and letGo; guarded by Server.mu, not mu
 	traj      schemas.Trajectory  // without Calls: assembled at the finish
 	calls     []schemas.CallInput // the recorded calls, prompts as views of the states' arrays
 	states    []*state            // most recent first
