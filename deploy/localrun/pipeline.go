@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -147,7 +148,8 @@ func (p *pipeline) startAll(ctx context.Context) error {
 			"reload.backend=sglang", "reload.endpoints=[http://" + p.llmAddr + "]"}},
 		{"producer", "tau2-producer", m[4], &p.producer, []string{
 			brokers, "mode=tau2", fmt.Sprintf("concurrency=%d", c.Concurrency), "data_dir=" + c.DataDir,
-			"policy.endpoints=[http://" + p.llmAddr + "]", "user_llm_base_url=http://" + p.llmAddr + "/v1"}},
+			"policy.endpoints=[http://" + p.llmAddr + "]", "user_llm_base_url=http://" + p.llmAddr + "/v1",
+			"econfig.retrieval_config=" + strconv.Quote(c.RetrievalConfig)}},
 	}
 	for _, s := range steps {
 		q, err := start(p.dir, p.bin(s.bin), s.name, s.metrics, s.args...)

@@ -56,7 +56,7 @@ func TestCheckDomain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{"airline", "retail", "telecom", "telecom-workflow", "mock"} {
+	for _, d := range []string{"airline", "retail", "telecom", "telecom-workflow", "mock", "banking_knowledge"} {
 		if err := CheckDomain(dir, d); err != nil {
 			t.Errorf("%s: %v", d, err)
 		}
@@ -64,6 +64,24 @@ func TestCheckDomain(t *testing.T) {
 	err = CheckDomain(dir, "nope")
 	if err == nil || !strings.Contains(err.Error(), `domain "nope"`) || !strings.Contains(err.Error(), "airline") {
 		t.Fatalf("unknown domain: %v", err)
+	}
+}
+
+// TestCheckRetrieval: banking_knowledge's retrieval configurations pass, an unknown one is
+// refused naming the implemented ones (before any process starts), and "" is the default.
+func TestCheckRetrieval(t *testing.T) {
+	dir, err := data.Dir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{"", "bm25", "grep_only", "no_knowledge", "golden_retrieval"} {
+		if err := CheckRetrieval(dir, "banking_knowledge", r); err != nil {
+			t.Errorf("%q: %v", r, err)
+		}
+	}
+	err = CheckRetrieval(dir, "banking_knowledge", "bm26")
+	if err == nil || !strings.Contains(err.Error(), `retrieval_config "bm26"`) || !strings.Contains(err.Error(), "bm25") {
+		t.Fatalf("unknown retrieval config: %v", err)
 	}
 }
 

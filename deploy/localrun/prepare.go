@@ -22,8 +22,13 @@ type Config struct {
 	// the Parquet dataset and the trainer's checkpoints.
 	Dir string `yaml:"dir"`
 	// Domain and Split choose the τ² tasks the trainer requests rollouts for.
+	// banking_knowledge has no splits: any split name is all its tasks.
 	Domain string `yaml:"domain"`
 	Split  string `yaml:"split"`
+	// RetrievalConfig is banking_knowledge's retrieval configuration (τ²'s
+	// --retrieval-config; the producer's econfig.retrieval_config): "" = the
+	// domain's default, bm25. Other domains ignore it. docs/TAU2.md §11.
+	RetrievalConfig string `yaml:"retrieval_config"`
 	// Steps is how many trainer steps to run before stopping.
 	Steps int `yaml:"steps"`
 	// GroupSize is the number of rollouts per task (GRPO group), BatchSize the
@@ -92,6 +97,9 @@ func (c *Config) Prepare() error {
 	if err := CheckDomain(dataDir, c.Domain); err != nil {
 		return fmt.Errorf("%w: %w", ErrUsage, err)
 	}
+	if err := CheckRetrieval(dataDir, c.Domain, c.RetrievalConfig); err != nil {
+		return fmt.Errorf("%w: %w", ErrUsage, err)
+	}
 	tokDir, err := tokenizer.LocateQwen3()
 	if err != nil {
 		return fmt.Errorf("Qwen3 tokenizer: %w", err)
@@ -157,4 +165,18 @@ func CheckDomain(dataDir, domain string) error {
 		return nil
 	}
 	return fmt.Errorf("domain %q: the τ² data in %s has no tasks for it (domains: %s)", domain, dataDir, strings.Join(env.Domains(), ", "))
+}
+
+// CheckRetrieval reports, before any process starts, a retrieval_config the domain's environment
+// refuses (an unknown name, or terminal_use without its sandbox installed): otherwise every
+// episode of the producer would fail as an infrastructure error. It builds the environment once,
+// as the producer will.
+func CheckRetrieval(dataDir, domain, retrieval string) error {
+	if retrieval == "" {
+		return nil
+	}
+	if _, err := env.New(domain, env.Options{DataDir: dataDir, Retrieval: retrieval}); err != nil {
+		return fmt.Errorf("retrieval_config %q: %w", retrieval, err)
+	}
+	return nil
 }

@@ -215,6 +215,31 @@ func TestLoadTasksRealData(t *testing.T) {
 	}
 }
 
+// TestLoadTasksWithoutSplitFile: banking_knowledge has no split_tasks.json;
+// as upstream (and tau2/data.LoadSplit), any split name is all 97 tasks in
+// file order, task_ids still select among them, and the split name must
+// still be a safe path component. The trainer exited at start-up on it
+// ("open …/split_tasks.json: no such file or directory").
+func TestLoadTasksWithoutSplitFile(t *testing.T) {
+	dir := tau2DataDir(t)
+	for _, split := range []string{"base", "train"} {
+		ts, err := LoadTasks(dir, []Source{{Domain: "banking_knowledge", Split: split}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ts) != 97 || ts[0] != (Task{Domain: "banking_knowledge", Split: split, ID: "task_001"}) || ts[96].ID != "task_102" {
+			t.Fatalf("split %s: %d tasks, first %+v last %+v", split, len(ts), ts[0], ts[len(ts)-1])
+		}
+	}
+	ts, err := LoadTasks(dir, []Source{{Domain: "banking_knowledge", Split: "base", TaskIDs: []string{"task_005", "task_001"}}})
+	if err != nil || len(ts) != 2 || ts[0].ID != "task_005" {
+		t.Fatalf("task_ids: %+v %v", ts, err)
+	}
+	if _, err := LoadTasks(dir, []Source{{Domain: "banking_knowledge", Split: "../x"}}); err == nil {
+		t.Fatal("unsafe split name accepted")
+	}
+}
+
 func TestLoadTasksTaskIDs(t *testing.T) {
 	dir := tau2DataDir(t)
 	all, err := LoadTasks(dir, []Source{{Domain: "airline", Split: "train"}})

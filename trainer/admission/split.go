@@ -2,7 +2,9 @@ package admission
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -63,13 +65,19 @@ func LoadTasks(dataDir string, sources []Source) ([]Task, error) {
 		if err := schemas.ValidatePathComponent(s.Domain); err != nil {
 			return nil, fmt.Errorf("admission: domain: %w", err)
 		}
+		var ts []Task
 		b, err := os.ReadFile(SplitPath(dataDir, s.Domain))
-		if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if ts, err = wholeDomain(dataDir, s); err != nil {
+				return nil, err
+			}
+		case err != nil:
 			return nil, fmt.Errorf("admission: %w", err)
-		}
-		ts, err := ParseSplit(b, s.Domain, s.Split)
-		if err != nil {
-			return nil, err
+		default:
+			if ts, err = ParseSplit(b, s.Domain, s.Split); err != nil {
+				return nil, err
+			}
 		}
 		if len(s.TaskIDs) > 0 {
 			if ts, err = data.SelectIDs(ts, func(t Task) string { return t.ID }, s.TaskIDs); err != nil {
@@ -77,6 +85,28 @@ func LoadTasks(dataDir string, sources []Source) ([]Task, error) {
 			}
 		}
 		out = append(out, ts...)
+	}
+	return out, nil
+}
+
+// wholeDomain is the split of a domain without split_tasks.json
+// (banking_knowledge): as upstream's get_tasks, which ignores the split name
+// there, every split name means all the domain's tasks, in file order
+// (tau2/data.LoadSplit). A domain with no tasks file at all is an error.
+func wholeDomain(dataDir string, s Source) ([]Task, error) {
+	if err := schemas.ValidatePathComponent(s.Split); err != nil {
+		return nil, fmt.Errorf("admission: split: %w", err)
+	}
+	tasks, err := data.LoadSplit(dataDir, s.Domain, data.Head, s.Split)
+	if err != nil {
+		return nil, fmt.Errorf("admission: %s has no split_tasks.json and its tasks do not load: %w", s.Domain, err)
+	}
+	if len(tasks) == 0 {
+		return nil, fmt.Errorf("admission: %s has no tasks", s.Domain)
+	}
+	out := make([]Task, len(tasks))
+	for i, t := range tasks {
+		out[i] = Task{Domain: s.Domain, Split: s.Split, ID: t.ID}
 	}
 	return out, nil
 }
