@@ -32,10 +32,17 @@ var reservedKeys = map[string]bool{"metrics_addr": true, "log_level": true, "log
 
 // Parse reads args into cfg, which must be a pointer to a struct with yaml
 // tags already holding its defaults. Precedence, lowest first: defaults, the
-// YAML file of --config, then key=value overrides in order. Unknown keys are
+// YAML file of --config, then key=value overrides in order, then the flags
+// --metrics-addr, --log-level and --log-format. Unknown keys are
 // errors (a typo must not silently fall back to a default).
 func Parse(args []string, cfg any) (Options, error) {
 	var o Options
+	// The flags --metrics-addr, --log-level and --log-format are applied
+	// last: an explicit flag beats the same key (metrics_addr, log_level,
+	// log_format) in the --config file or a key=value, which are read after
+	// the flags are seen. (They were recorded as seen, so the file's value
+	// silently replaced the flag's.)
+	var flagMetrics, flagLevel, flagFormat *string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		name, val, hasVal := strings.Cut(a, "=")
@@ -57,11 +64,11 @@ func Parse(args []string, cfg any) (Options, error) {
 			switch name {
 			case "--metrics-addr":
 				v := val
-				o.MetricsAddr = &v
+				flagMetrics = &v
 			case "--log-level":
-				o.LogLevel = val
+				flagLevel = &val
 			case "--log-format":
-				o.LogFormat = val
+				flagFormat = &val
 			default:
 				o.ConfigFile = val
 			}
@@ -96,6 +103,15 @@ func Parse(args []string, cfg any) (Options, error) {
 		if err := o.applyYAML(doc, cfg, "override "+kv); err != nil {
 			return o, fmt.Errorf("%w: %v", ErrUsage, err)
 		}
+	}
+	if flagMetrics != nil {
+		o.MetricsAddr = flagMetrics
+	}
+	if flagLevel != nil {
+		o.LogLevel = *flagLevel
+	}
+	if flagFormat != nil {
+		o.LogFormat = *flagFormat
 	}
 	return o, nil
 }

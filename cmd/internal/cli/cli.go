@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"gopkg.in/yaml.v3"
 
 	"tau2rl/lib/assets"
 	"tau2rl/lib/redact"
@@ -124,7 +125,7 @@ func Execute(parent context.Context, app App, args []string, cfg any, out io.Wri
 		return errHelp
 	}
 	if opts.PrintConfig {
-		return printConfig(out, cfg)
+		return printConfig(out, app, opts, cfg)
 	}
 	if v, ok := cfg.(Validator); ok {
 		if err := v.Validate(); err != nil {
@@ -206,8 +207,11 @@ type Annotator interface {
 // `BINARY --print-config` shows the defaults and what is left to set. A wrong value is still a
 // usage error (exit status 2), so --print-config checks a configuration file too. The output stays
 // valid YAML (comments only), so it can be saved and passed back with --config.
-func printConfig(out io.Writer, cfg any) error {
+func printConfig(out io.Writer, app App, opts Options, cfg any) error {
 	if err := WriteConfig(out, cfg); err != nil {
+		return err
+	}
+	if err := writeProcessKeys(out, app, opts); err != nil {
 		return err
 	}
 	if a, ok := cfg.(Annotator); ok {
@@ -234,6 +238,30 @@ func printConfig(out io.Writer, cfg any) error {
 		fmt.Fprintf(out, "#   %s\n", line)
 	}
 	return nil
+}
+
+// writeProcessKeys prints the keys cli takes for itself (reservedKeys) with their effective
+// values — the binary's default, else the --config file's, key=value's or the flag's — after the
+// binary's own configuration: they are part of the effective configuration (the one-host layouts
+// set each sampler's metrics port in its YAML), and the printed file loads back to the same.
+func writeProcessKeys(out io.Writer, app App, opts Options) error {
+	keys := struct {
+		MetricsAddr string `yaml:"metrics_addr"`
+		LogLevel    string `yaml:"log_level"`
+		LogFormat   string `yaml:"log_format"`
+	}{app.MetricsAddr, orDefault(opts.LogLevel, "info"), orDefault(opts.LogFormat, "text")}
+	if opts.MetricsAddr != nil {
+		keys.MetricsAddr = *opts.MetricsAddr
+	}
+	if keys.MetricsAddr == "" {
+		keys.MetricsAddr = "off"
+	}
+	fmt.Fprintln(out, "# the process's own keys (also --metrics-addr, --log-level, --log-format):")
+	enc := yaml.NewEncoder(out)
+	if err := enc.Encode(keys); err != nil {
+		return fmt.Errorf("config: encode: %w", err)
+	}
+	return enc.Close()
 }
 
 // Check parses args into cfg and validates it as Execute does before calling a binary's run
