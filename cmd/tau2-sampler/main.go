@@ -130,7 +130,7 @@ func (c *Config) Validate() error {
 
 func main() {
 	cfg := DefaultConfig()
-	cli.Main(cli.App{Name: "tau2-sampler", Usage: usage, MetricsAddr: "127.0.0.1:9411"}, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
+	cli.Main(cli.App{Name: "tau2-sampler", Usage: usage, MetricsAddr: "127.0.0.1:9430"}, &cfg, func(ctx context.Context, rt *cli.Runtime) error {
 		return run(ctx, rt, &cfg, nil)
 	})
 }

@@ -256,3 +256,51 @@ func TestScrapeConfigMatchesExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultMetricsAddrsDistinct: every binary's default metrics address (what --print-config
+// prints with no config) differs from every other's, so roles started side by side with their
+// defaults on one host — as `make run` and the one-host layouts do — never fight over a port.
+// tau2-sampler's default was once tau2-producer@1's documented :9411.
+func TestDefaultMetricsAddrsDistinct(t *testing.T) {
+	needBinaries(t, allBinaries...)
+	seen := map[string]string{}
+	for _, b := range allBinaries {
+		args := []string{"--print-config"}
+		if c, ok := configBinary[strings.TrimPrefix(b, "tau2-")+".yaml"]; ok {
+			args = append(append([]string{}, c[1:]...), args...)
+		}
+		out, err := exec.Command(bins.Path(b), args...).Output()
+		if err != nil {
+			t.Fatalf("%s %v: %v", b, args, err)
+		}
+		var cfg struct {
+			MetricsAddr string `yaml:"metrics_addr"`
+		}
+		if err := yaml.Unmarshal(out, &cfg); err != nil || cfg.MetricsAddr == "" {
+			t.Fatalf("%s --print-config: no metrics_addr (%v)\n%s", b, err, out)
+		}
+		if cfg.MetricsAddr == "off" { // a batch command (tau2-eval) serves no metrics by default
+			continue
+		}
+		_, port, err := net.SplitHostPort(cfg.MetricsAddr)
+		if err != nil {
+			t.Fatalf("%s: metrics_addr %q: %v", b, cfg.MetricsAddr, err)
+		}
+		if other, dup := seen[port]; dup {
+			t.Errorf("%s and %s both default to metrics port %s", other, b, port)
+		}
+		seen[port] = b
+		if b == "tau2-producer" { // its template's instances take the next ports (docs/OPERATIONS.md)
+			seen[strconv.Itoa(atoi(t, port)+1)] = "tau2-producer@1"
+		}
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
