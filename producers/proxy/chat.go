@@ -99,6 +99,9 @@ func checkCall(c *call, cfg Config, ic *internCache) (*call, error) {
 	if err := checkToolUse(req, tl.tools); err != nil {
 		return nil, err
 	}
+	if err := checkToolMessages(req.Messages); err != nil {
+		return nil, err
+	}
 	if c.stops, err = stopStrings(req.Stop); err != nil {
 		return nil, err
 	}
@@ -139,6 +142,37 @@ func checkCall(c *call, cfg Config, ic *internCache) (*call, error) {
 	c.opts = chattemplate.Options{Tools: tl.tools, EnableThinking: c.thinking}
 	c.optsKey = optionsKey(c.thinking, tl)
 	return c, nil
+}
+
+// checkToolMessages refuses a tool message that answers no call, as OpenAI does ("messages with
+// role 'tool' must be a response to a preceding message with 'tool_calls'"): it must follow an
+// assistant message with tool_calls (other tool messages between them), and where both carry
+// ids, its tool_call_id must be one of those calls'. Accepted, such a message would render a tool
+// response the model never asked for, and the training prompt would hold a turn no serving
+// engine's client sends.
+func checkToolMessages(msgs []ChatMessage) error {
+	var calls []string // the ids of the last assistant message's tool calls
+	open := false // the messages since the last assistant message with tool_calls are all tool messages
+	for i, m := range msgs {
+		switch m.Role {
+		case "assistant":
+			calls, open = calls[:0], len(m.ToolCalls) > 0
+			for _, tc := range m.ToolCalls {
+				calls = append(calls, tc.ID)
+			}
+		case "tool":
+			param := fmt.Sprintf("messages[%d]", i)
+			if !open {
+				return badRequest(param, "%s: a message with role 'tool' must answer a preceding assistant message's tool_calls, and none precedes it", param)
+			}
+			if m.ToolCallID != "" && !slices.Contains(calls, "") && !slices.Contains(calls, m.ToolCallID) {
+				return badRequest(param+".tool_call_id", "%s.tool_call_id %q answers none of the preceding assistant message's tool_calls", param, m.ToolCallID)
+			}
+		default:
+			open = false
+		}
+	}
+	return nil
 }
 
 // chat serves POST /v1/chat/completions.

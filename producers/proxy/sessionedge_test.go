@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -364,5 +365,40 @@ func TestOversizedConversationRefusedCheaply(t *testing.T) {
 				t.Fatalf("refusing a %d-byte request allocated %d bytes (> %d): it was tokenized", len(body), alloc, limit)
 			}
 		})
+	}
+}
+
+// A tool message must answer a preceding assistant message's tool_calls, as OpenAI requires: the
+// proxy answered 200 and rendered a tool response the model never asked for.
+func TestToolMessageAnswersACall(t *testing.T) {
+	h := newHarness(t, llmtest.Constant(llmtest.Reply{Content: "ok"}))
+	call := `{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"book","arguments":"{}"}}]}`
+	tool := func(id string) string { return `{"role":"tool","tool_call_id":"` + id + `","content":"done"}` }
+	for _, tc := range []struct {
+		name, msgs, param string
+	}{
+		{"no call before", `[{"role":"user","content":"x"},` + tool("call_1") + `]`, "messages[1]"},
+		{"a user turn between", `[{"role":"user","content":"x"},` + call + `,{"role":"user","content":"y"},` + tool("call_1") + `]`, "messages[3]"},
+		{"unknown id", `[{"role":"user","content":"x"},` + call + `,` + tool("call_9") + `]`, "messages[2].tool_call_id"},
+		{"first message", `[` + tool("call_1") + `]`, "messages[0]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := h.do(t, "POST", "/v1/chat/completions", "k;session=tm", []byte(`{"messages":`+tc.msgs+`}`))
+			if e := errorOf(t, out); code != 400 || e["param"] != tc.param {
+				t.Fatalf("%d %v, want 400 with param %s", code, e, tc.param)
+			}
+		})
+	}
+	if n := len(h.got.all()); n != 0 {
+		t.Fatalf("the policy was called %d times for refused requests", n)
+	}
+	for i, msgs := range []string{
+		`[{"role":"user","content":"x"},` + call + `,` + tool("call_1") + `]`,
+		`[{"role":"user","content":"x"},{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"book","arguments":"{}"}},{"id":"b","type":"function","function":{"name":"book","arguments":"{}"}}]},` + tool("b") + `,` + tool("a") + `]`,
+		`[{"role":"user","content":"x"},{"role":"assistant","content":null,"tool_calls":[{"type":"function","function":{"name":"book","arguments":"{}"}}]},` + tool("whatever") + `]`,
+	} {
+		if code, out := h.do(t, "POST", "/v1/chat/completions", "k;session=tm-ok-"+strconv.Itoa(i), []byte(`{"messages":`+msgs+`}`)); code != 200 {
+			t.Fatalf("%s: %d %v", msgs, code, out)
+		}
 	}
 }
