@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"tau2rl/cmd/internal/clitest"
 	"tau2rl/deploy/localrun"
 	"tau2rl/lib/proc"
+	"tau2rl/schemas"
+	"tau2rl/schemas/dataset"
 )
 
 // TestPipelineEndToEnd is `make run` on the mock domain: the real binaries, each its own
@@ -70,6 +73,75 @@ func TestPipelineEndToEnd(t *testing.T) {
 	// (which SIGTERM would have had to wait for).
 	if !regexp.MustCompile(`checkpoints in .*: v1\n`).MatchString(text) {
 		t.Error("the trainer wrote no checkpoint, or more than steps=1")
+	}
+}
+
+// TestPipelineBankingKnowledge is `make run RUN_ARGS="domain=banking_knowledge
+// retrieval_config=no_knowledge"` at the smallest scale (one step of one group of two): the
+// trainer's admission takes the domain without a split file (it exited at start-up on the missing
+// split_tasks.json), and the producer runs the retrieval configuration it is handed — under the
+// default, bm25, the scripted agent opens every banking episode with a KB_search; under
+// no_knowledge no episode has a lookup. no_knowledge also keeps the episodes short (a 3.8k-token
+// final prompt for task_001, 12k with grep_only's ten-document results). Still, the pure-Go
+// trainer's one step on banking episodes is the test's cost: 3 to 5 minutes on 2 shared cores.
+func TestPipelineBankingKnowledge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs every binary on banking_knowledge (3-5 min on 2 cores)")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := buildBinaries(t)
+	runDir := t.TempDir()
+	cmd := exec.Command(filepath.Join(bin, "tau2-run"), "bin="+bin, "dir="+runDir,
+		"domain=banking_knowledge", "split=base", "retrieval_config=no_knowledge",
+		"steps=1", "group_size=2", "batch_size=1", "concurrency=4", "timeout=6m")
+	cmd.Dir = root
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	t.Logf("tau2-run output:\n%s", out.String())
+	if err != nil {
+		if logs, _ := filepath.Glob(filepath.Join(runDir, "*", "*.log")); len(logs) > 0 {
+			for _, l := range logs {
+				b, _ := os.ReadFile(l)
+				t.Logf("%s:\n%s", l, tailLines(string(b), 20))
+			}
+		}
+		t.Fatalf("tau2-run: %v", err)
+	}
+	text := out.String()
+	if !regexp.MustCompile(`banking_knowledge +\d+ episodes +mean reward`).MatchString(text) {
+		t.Error("no reward line for banking_knowledge")
+	}
+	if !regexp.MustCompile(`checkpoints in .*: v1\n`).MatchString(text) {
+		t.Error("the trainer wrote no checkpoint, or more than steps=1")
+	}
+	sets, _ := filepath.Glob(filepath.Join(runDir, "*", "dataset"))
+	if len(sets) != 1 {
+		t.Fatalf("dataset directories %v", sets)
+	}
+	d, err := dataset.Open(sets[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	episodes := 0
+	if _, err := d.Scan(context.Background(), dataset.Filter{Domains: []string{"banking_knowledge"}}, func(tr *schemas.Trajectory) error {
+		episodes++
+		for _, m := range tr.Messages {
+			for _, c := range m.ToolCalls {
+				if c.Name == "KB_search" || c.Name == "grep" || c.Name == "shell" {
+					t.Errorf("episode %s (task %s) called %s, which no_knowledge does not offer", tr.ID, tr.TaskID, c.Name)
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if episodes == 0 {
+		t.Error("no banking_knowledge episode archived")
 	}
 }
 
