@@ -72,11 +72,22 @@ func MainArgs(app App, args []string, cfg any, run func(ctx context.Context, rt 
 	switch code {
 	case 0:
 	case 2:
-		fmt.Fprintf(os.Stderr, "%s: %v\nRun '%s --help' for the options.\n", app.Name, err, app.Name)
+		fmt.Fprintf(os.Stderr, "%s: %s\nRun '%s --help' for the options.\n", app.Name, errorText(app.Name, err), app.Name)
 	default:
-		fmt.Fprintf(os.Stderr, "%s: %v\n", app.Name, err)
+		fmt.Fprintf(os.Stderr, "%s: %s\n", app.Name, errorText(app.Name, err))
 	}
 	os.Exit(code)
+}
+
+// errorText is err's message as printed after the program's name: a sub-command's packages
+// name their operation ("grade: open x.json: …"), and printed after "tau2-eval grade: " that
+// word would appear twice, so a leading "<sub-command>: " is dropped once.
+func errorText(name string, err error) string {
+	msg := err.Error()
+	if i := strings.LastIndexByte(name, ' '); i >= 0 {
+		msg = strings.TrimPrefix(msg, name[i+1:]+": ")
+	}
+	return msg
 }
 
 // ExitCode is the process exit status for Execute's result: 0 for success (and --help), 2 for a
