@@ -12,6 +12,7 @@ import (
 	"tau2rl/lib/inference/tokenizer"
 	"tau2rl/tau2/data"
 	"tau2rl/tau2/env"
+	"tau2rl/tau2/episode"
 )
 
 // Config is tau2-run's configuration (its keys are the command's): the pipeline on one machine.
@@ -168,15 +169,8 @@ func CheckDomain(dataDir, domain string) error {
 }
 
 // CheckRetrieval reports, before any process starts, a retrieval_config the domain's environment
-// refuses (an unknown name, or terminal_use without its sandbox installed): otherwise every
-// episode of the producer would fail as an infrastructure error. It builds the environment once,
-// as the producer will.
+// refuses (episode.CheckRetrieval: the producer's own start-up check, run here before any process
+// starts).
 func CheckRetrieval(dataDir, domain, retrieval string) error {
-	if retrieval == "" {
-		return nil
-	}
-	if _, err := env.New(domain, env.Options{DataDir: dataDir, Retrieval: retrieval}); err != nil {
-		return fmt.Errorf("retrieval_config %q: %w", retrieval, err)
-	}
-	return nil
+	return episode.CheckRetrieval(dataDir, domain, retrieval)
 }

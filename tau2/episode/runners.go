@@ -14,6 +14,7 @@ import (
 	"tau2rl/lib/inference/llm"
 	"tau2rl/lib/inference/tokenizer"
 	"tau2rl/lib/required"
+	"tau2rl/tau2/env"
 	"tau2rl/tau2/evaluator"
 )
 
@@ -192,6 +193,9 @@ func NewRunners(cfg RunnerConfig, version func() int64, reg prometheus.Registere
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := CheckRetrieval(cfg.DataDir, cfg.Econfig.Domain, cfg.Econfig.RetrievalConfig); err != nil {
+		return nil, fmt.Errorf("episode: econfig.%w", err)
+	}
 	m, err := llm.NewMetrics(reg)
 	if err != nil {
 		return nil, err
@@ -239,6 +243,20 @@ func NewRunners(cfg RunnerConfig, version func() int64, reg prometheus.Registere
 		r.judge = j
 	}
 	return r, nil
+}
+
+// CheckRetrieval reports a retrieval_config the domain's environment refuses (an unknown name, or
+// terminal_use without its sandbox installed) by building the environment once, as every episode
+// will: a producer refuses to start on it instead of failing each episode as an infrastructure
+// error. An empty retrieval_config or domain checks nothing.
+func CheckRetrieval(dataDir, domain, retrieval string) error {
+	if retrieval == "" || domain == "" {
+		return nil
+	}
+	if _, err := env.New(domain, env.Options{DataDir: dataDir, Retrieval: retrieval}); err != nil {
+		return fmt.Errorf("retrieval_config %q: %w", retrieval, err)
+	}
+	return nil
 }
 
 // For returns the runner of a domain ("" = econfig.domain).

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"tau2rl/lib/inference/llm"
+	"tau2rl/tau2/tau2test"
 )
 
 // TestLoadTokenizerSaysWhatToSet: without a tokenizer the error names both ways to give one.
@@ -36,5 +37,28 @@ func TestValidateVLLMNeedsModel(t *testing.T) {
 	c.Policy.Model = "Qwen3-8B"
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNewRunnersRefusesUnknownRetrieval: a retrieval_config banking_knowledge's environment refuses
+// stops the producer at start-up, naming the key, instead of failing every episode as an
+// infrastructure error.
+func TestNewRunnersRefusesUnknownRetrieval(t *testing.T) {
+	dir := tau2test.DataDir(t)
+	c := DefaultRunnerConfig()
+	c.DataDir = dir
+	c.Econfig.UserLLMBaseURL = "http://user-llm:8000/v1"
+	c.Econfig.Domain = "banking_knowledge"
+	c.Econfig.RetrievalConfig = "bm26"
+	_, err := NewRunners(c, func() int64 { return 0 }, nil)
+	if err == nil || !strings.Contains(err.Error(), `econfig.retrieval_config "bm26"`) {
+		t.Fatalf("NewRunners with retrieval_config bm26: %v", err)
+	}
+	// Accepted: a configuration banking implements, none (its default), and any value for a
+	// domain without retrieval (it ignores the key).
+	for _, ok := range []struct{ domain, retrieval string }{{"banking_knowledge", "bm25"}, {"banking_knowledge", ""}, {"airline", "bm26"}} {
+		if err := CheckRetrieval(dir, ok.domain, ok.retrieval); err != nil {
+			t.Errorf("%s with %q: %v", ok.domain, ok.retrieval, err)
+		}
 	}
 }
