@@ -268,8 +268,8 @@ func TestTrainerBinaryTwoHosts(t *testing.T) {
 // checkpoint's trainer_state.json empty, the trainer used to start from random weights, publish
 // version 1 after version 6 and prune each new checkpoint as soon as it was written. Now it
 // refuses to start (exit status 1, naming the checkpoint and checkpoint.start_fresh) and touches
-// nothing; with checkpoint.start_fresh=true it starts over, keeps its new checkpoint and leaves the
-// unreadable one in place; the next start resumes from the new checkpoint without the setting.
+// nothing; with checkpoint.start_fresh=true it starts over, numbering on after v6, keeps its new
+// checkpoint and leaves the unreadable one in place; the next start resumes from the new checkpoint without the setting.
 func TestTrainerUnreadableCheckpoints(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -320,18 +320,21 @@ func TestTrainerUnreadableCheckpoints(t *testing.T) {
 	b := brokerWithTwoGroups(t, ctx, 1)
 	args := append(slices.Clone(base), "kafka.brokers=["+b.Addr()+"]", "kafka.reader.max_wait=50ms",
 		"kafka.reader.heartbeat_interval=500ms", "kafka.reader.session_timeout=6s")
-	if err := execute(t, ctx, append(slices.Clone(args), "checkpoint.start_fresh=true")...); err != nil {
+	// A fresh start numbers on after the unreadable v6 (producers drop requests below the highest
+	// version they have seen): its one step (max_steps counts the steps of v6 too) writes v7. The
+	// fixture's groups were sampled at version 0, within max_head_offpolicyness of 6 only so.
+	if err := execute(t, ctx, append(slices.Clone(args), "checkpoint.start_fresh=true", "max_steps=7", "max_head_offpolicyness=6")...); err != nil {
 		t.Fatalf("checkpoint.start_fresh=true: %v", err)
 	}
 	ck, st, ok, skipped, err := m.Latest()
-	if err != nil || !ok || st.Version != 1 || filepath.Base(ck) != "v1" || len(skipped) != 1 {
-		t.Fatalf("after a fresh start: latest %s %+v ok %v skipped %v err %v, want v1 kept beside the unreadable v6", ck, st, ok, skipped, err)
+	if err != nil || !ok || st.Version != 7 || filepath.Base(ck) != "v7" || len(skipped) != 0 {
+		t.Fatalf("after a fresh start: latest %s %+v ok %v skipped %v err %v, want v7 kept beside the unreadable v6", ck, st, ok, skipped, err)
 	}
 	if _, err := os.Stat(v6); err != nil {
 		t.Fatalf("the unreadable v6 was removed: %v", err)
 	}
-	// The next start resumes from v1 (max_steps reached: it stops at once), no setting needed.
+	// The next start resumes from v7 (max_steps reached: it stops at once), no setting needed.
 	if err := execute(t, ctx, args...); err != nil {
-		t.Fatalf("resume from v1 past the unreadable v6: %v", err)
+		t.Fatalf("resume from v7 beside the unreadable v6: %v", err)
 	}
 }
