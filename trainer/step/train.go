@@ -294,14 +294,24 @@ func (t *Trainer) checkpoint(ctx context.Context) error {
 		t.d.Metrics.CommitErrors.Inc()
 		t.d.Log.Error("offset commit failed; retried at the next checkpoint", "step", t.step, "err", err)
 	}
+	t.announce(ctx, path)
+	t.d.Log.Info("checkpoint", "version", t.version, "path", path, "offsets", len(targets), "trained_above", len(above))
+	return nil
+}
+
+// announce asks the inference servers to load the checkpoint at path, then publishes its
+// version, in that order: a version is published only once the servers serve it. Failures are
+// logged and counted, not fatal: the servers keep their weights and the next checkpoint (or
+// restart) announces again.
+func (t *Trainer) announce(ctx context.Context, path string) {
 	if t.d.Reloader != nil {
-		t0 = time.Now()
+		t0 := time.Now()
 		if err := t.d.Reloader.LoadWeights(ctx, path, t.version); err != nil {
 			// Servers keep the previous weights; publishing the version now would mislabel their
 			// tokens. The next checkpoint retries.
 			t.d.Metrics.ReloadErrors.Inc()
 			t.d.Log.Error("inference servers did not reload; version not published", "version", t.version, "path", path, "err", err)
-			return nil
+			return
 		}
 		t.d.Metrics.PhaseSeconds.WithLabelValues("reload").Observe(time.Since(t0).Seconds())
 	}
@@ -312,6 +322,4 @@ func (t *Trainer) checkpoint(ctx context.Context) error {
 			t.d.Log.Error("policy version not published", "version", t.version, "err", err)
 		}
 	}
-	t.d.Log.Info("checkpoint", "version", t.version, "path", path, "offsets", len(targets), "trained_above", len(above))
-	return nil
 }

@@ -105,6 +105,7 @@ type Trainer struct {
 	// checkpointedStep is the last step covered by a checkpoint.
 	checkpointedStep int64
 	grouper          *group.Grouper
+	restoredFrom     string // the checkpoint Restore resumed from, announced again by Run
 	tracker          *offsets.Tracker
 	ready            []*group.Group
 	// resumeFrom holds the commit targets of the restored checkpoint: messages below them were
@@ -168,6 +169,11 @@ func New(cfg Config, d Deps) (*Trainer, error) {
 // so the next step is the one an uninterrupted run would have taken.
 func (t *Trainer) Restore(st checkpoint.State) error {
 	t.version, t.step, t.checkpointedStep = st.Version, st.Step, st.Step
+	if p := t.ckpt.Path(st.Version); st.Version > 0 {
+		if _, err := checkpoint.Verify(p); err == nil {
+			t.restoredFrom = p // announced again when Run starts
+		}
+	}
 	for _, o := range st.Offsets {
 		t.resumeFrom[offsets.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = o.Next
 	}
@@ -222,6 +228,14 @@ func (t *Trainer) Run(ctx context.Context) error {
 	}()
 	tick := time.NewTicker(t.cfg.Tick)
 	defer tick.Stop()
+	if t.restoredFrom != "" {
+		// A run resumed from checkpoint vN announces vN again before it asks for rollouts. The
+		// previous process may have died between saving vN and announcing it, its reload may have
+		// failed (a server down), or the versions topic may hold a lower version: producers
+		// would then tag every episode with that version and this trainer, at vN, would drop
+		// each one as stale and never step again.
+		t.announce(ctx, t.restoredFrom)
+	}
 	if err := t.admit(ctx); err != nil {
 		return err
 	}
