@@ -152,7 +152,7 @@ func checkCall(c *call, cfg Config, ic *internCache) (*call, error) {
 // engine's client sends.
 func checkToolMessages(msgs []ChatMessage) error {
 	var calls []string // the ids of the last assistant message's tool calls
-	open := false // the messages since the last assistant message with tool_calls are all tool messages
+	open := false      // the messages since the last assistant message with tool_calls are all tool messages
 	for i, m := range msgs {
 		switch m.Role {
 		case "assistant":
