@@ -179,7 +179,7 @@ func TestExperimentCPU(t *testing.T) {
 				t.Errorf("grpo: %+v", rep.GRPO)
 			case rep.GRPO.NoStepReason != "":
 				t.Errorf("no-step reason after a step: %q", rep.GRPO.NoStepReason)
-			case len(rep.Figures) != 10: // reward, passk, tokens and episodes per minute, mismatch; PNG and SVG
+			case len(rep.Figures) != 12: // reward, passk, tokens and episodes per minute, mismatch, tasks × versions; PNG and SVG
 				t.Errorf("figures: %v", rep.Figures)
 			}
 			// The GRPO trainer started from the SFT checkpoint and wrote its own.
@@ -193,7 +193,7 @@ func TestExperimentCPU(t *testing.T) {
 				t.Errorf("grpo: %+v", rep.GRPO)
 			case !strings.Contains(rep.GRPO.NoStepReason, "no batch of 1000 groups was ready"):
 				t.Errorf("no-step reason: %q", rep.GRPO.NoStepReason)
-			case len(rep.Figures) != 8: // no mismatch figure without steps
+			case len(rep.Figures) != 10: // no mismatch figure without steps
 				t.Errorf("figures: %v", rep.Figures)
 			}
 			if b, err := os.ReadFile(filepath.Join(dir, "report.md")); err != nil || !strings.Contains(string(b), "GRPO took no step") {
