@@ -2,6 +2,7 @@ package episode_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -52,8 +53,9 @@ func TestScriptedGoldEpisodes(t *testing.T) {
 		{"banking_knowledge", "base", 2, true, "terminal_use", "shell"},
 	} {
 		t.Run(fmt.Sprintf("%s-%s-chat=%v-%s", tc.domain, tc.split, tc.chat, tc.retrieval), func(t *testing.T) {
-			if err := knowledge.LookupSandboxDeps(); tc.retrieval == "terminal_use" && err != nil && os.Getenv("TAU2RL_REQUIRE_TOOLS") != "1" {
-				t.Skip(err)
+			if err := knowledge.LookupSandboxDeps(); tc.retrieval == "terminal_use" && err != nil &&
+				(os.Getenv("TAU2RL_REQUIRE_TOOLS") != "1" || errors.Is(err, knowledge.ErrSandboxRefused)) {
+				t.Skip(err) // CI must have the tools; a host refusing namespaces is nothing to install
 			}
 			te := newTestEnv(t, envOpts{domain: tc.domain, chatAgent: tc.chat, retrieval: tc.retrieval})
 			set := tasks(t, tc.domain, tc.split)

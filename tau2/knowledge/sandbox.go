@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode"
@@ -46,10 +47,41 @@ type Sandbox struct {
 // ErrSandboxUnavailable reports a missing sandbox dependency.
 var ErrSandboxUnavailable = errors.New("knowledge: terminal_use sandbox unavailable")
 
+// ErrSandboxRefused reports that bubblewrap is installed but this kernel or container does not let
+// it create the namespaces the sandbox runs in (a container without CAP_SYS_ADMIN, unprivileged
+// user namespaces disabled): nothing to install, the host has to allow it.
+var ErrSandboxRefused = errors.New("knowledge: terminal_use sandbox refused by this host")
+
+var (
+	probeMu sync.Mutex
+	probed  = map[string]error{} // by bwrap's path
+)
+
+// probeNamespaces runs an empty command in bubblewrap's namespaces once per process (per bwrap
+// binary), so a host that refuses them is reported when the sandbox is built, not as a failure of
+// every command.
+func probeNamespaces(bwrap string) error {
+	probeMu.Lock()
+	defer probeMu.Unlock()
+	if err, ok := probed[bwrap]; ok {
+		return err
+	}
+	out, err := exec.Command(bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
+		"--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+		"--proc", "/proc", "--dev", "/dev", "--", "/usr/bin/true").CombinedOutput()
+	if err != nil {
+		err = fmt.Errorf("%w: bwrap cannot create its namespaces here (%v: %s); run terminal_use where user namespaces are allowed, or pick a retrieval config without a shell (bm25, grep_only, …)",
+			ErrSandboxRefused, err, strings.TrimSpace(string(out)))
+	}
+	probed[bwrap] = err
+	return err
+}
+
 // SandboxDeps names the binaries the sandbox needs and their Debian packages.
 var SandboxDeps = [][2]string{{"bwrap", "bubblewrap"}, {"rg", "ripgrep"}, {"prlimit", "util-linux"}, {"bash", "bash"}}
 
-// LookupSandboxDeps reports the missing binaries (with install advice).
+// LookupSandboxDeps reports the missing binaries (with install advice, ErrSandboxUnavailable) or,
+// with all of them installed, a host that refuses bubblewrap's namespaces (ErrSandboxRefused).
 func LookupSandboxDeps() error {
 	var missing, pkgs []string
 	for _, d := range SandboxDeps {
@@ -62,7 +94,8 @@ func LookupSandboxDeps() error {
 		return fmt.Errorf("%w: not installed: %s (apt-get install %s, or make deps); retrieval configs without a shell (bm25, grep_only, …) need none",
 			ErrSandboxUnavailable, strings.Join(missing, ", "), strings.Join(pkgs, " "))
 	}
-	return nil
+	bwrap, _ := exec.LookPath("bwrap")
+	return probeNamespaces(bwrap)
 }
 
 // NewSandbox exports the documents under a new directory in parent ("" =
@@ -72,12 +105,13 @@ func NewSandbox(kb *KB, parent string) (*Sandbox, error) {
 	if err := LookupSandboxDeps(); err != nil {
 		return nil, err
 	}
+	bwrap, _ := exec.LookPath("bwrap")
 	dir, err := os.MkdirTemp(parent, "agentic_search_")
 	if err != nil {
 		return nil, fmt.Errorf("knowledge: sandbox: %w", err)
 	}
 	s := &Sandbox{Dir: dir, Timeout: 30 * time.Second, MaxOutput: 256 << 10, asRoot: os.Geteuid() == 0}
-	s.bwrap, _ = exec.LookPath("bwrap")
+	s.bwrap = bwrap
 	s.prlimit, _ = exec.LookPath("prlimit")
 	s.shell = "/usr/bin/bash"
 	if err := s.export(kb); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,11 @@ func newTestSandbox(t *testing.T) *Sandbox {
 		if os.Getenv("TAU2RL_REQUIRE_TOOLS") == "1" {
 			t.Fatal(err)
 		}
+		t.Skip(err)
+	}
+	if errors.Is(err, ErrSandboxRefused) {
+		// Installed, but the host (a container without the capability) refuses the namespaces:
+		// nothing the test run can fix, so even CI skips, saying why.
 		t.Skip(err)
 	}
 	if err != nil {
@@ -149,5 +155,22 @@ func BenchmarkSandboxCommand(b *testing.B) {
 	defer s.Close()
 	for i := 0; i < b.N; i++ {
 		s.Run(context.Background(), "grep -ri fee .")
+	}
+}
+
+// TestProbeReportsARefusingHost: installed but refused namespaces (a container without the
+// capability) are reported once, as ErrSandboxRefused with bwrap's own words, when the sandbox is
+// built, instead of every shell command failing later.
+func TestProbeReportsARefusingHost(t *testing.T) {
+	fake := filepath.Join(t.TempDir(), "bwrap")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho 'bwrap: Creating new namespace failed: Operation not permitted' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := probeNamespaces(fake)
+	if !errors.Is(err, ErrSandboxRefused) || !strings.Contains(err.Error(), "Operation not permitted") {
+		t.Fatalf("probe of a refusing bwrap: %v", err)
+	}
+	if again := probeNamespaces(fake); again != err {
+		t.Fatalf("second probe %v, want the remembered %v", again, err)
 	}
 }
