@@ -6,12 +6,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"tau2rl/lib/durable"
+	"tau2rl/lib/logs"
 	tkafka "tau2rl/lib/stream/kafka"
 )
 
@@ -67,6 +70,43 @@ const otherDatasetHelp = "two archivers in one group split the topic between the
 	"and every rebalance puts rows in both. Run one archiver per group: stop the other one, or give " +
 	"this one its own group (archiver.group) to write a complete second copy (docs/OPERATIONS.md, " +
 	"\"Archiver topologies\")"
+
+// settledMembers describes group until no member lacks owner metadata, for at most wait: a
+// member in the middle of a rebalance, or the predecessor of a restarted archiver killed while
+// it joined, is listed without it for a while, and judging it then would refuse a restart.
+func settledMembers(ctx context.Context, describe func(context.Context, string) ([]tkafka.GroupMember, error),
+	group string, wait, every time.Duration) ([]tkafka.GroupMember, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		members, err := describe(ctx, group)
+		if err != nil || !slices.ContainsFunc(members, func(m tkafka.GroupMember) bool { return !m.HasOwner }) || time.Now().After(deadline) {
+			return members, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(every):
+		}
+	}
+}
+
+// ownGhosts drops (with a warning) the members without owner metadata that carry this
+// process's own Kafka client id: an archiver's predecessor that died mid-join and that the
+// broker has not expired yet, not a foreign consumer. It cannot take this dataset's rows
+// elsewhere: it is dead, and a live consumer of another protocol cannot join the group anyway
+// (the broker refuses inconsistent group protocols). Foreign clients stay, and are refused.
+func ownGhosts(members []tkafka.GroupMember, clientID string, log *slog.Logger) []tkafka.GroupMember {
+	out := members[:0:0]
+	for _, m := range members {
+		if !m.HasOwner && clientID != "" && m.ClientID == clientID {
+			logs.OrDiscard(log).Warn("consumer group lists a member of this client id without archiver metadata; taking it for a dead predecessor the broker has not expired yet",
+				"member", m.MemberID, "client", m.ClientID, "host", m.ClientHost)
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
 
 // refuseOtherDatasets is the start-up check: the group may hold only archivers of this dataset
 // (a restarted archiver's predecessor, until its session times out).

@@ -70,11 +70,12 @@ func OpenKafka(ctx context.Context, cfg Config, kc tkafka.Config, d Deps, km *tk
 		unlock()
 		return nil, err
 	}
-	members, err := admin.GroupMembers(ctx, cfg.Group)
+	members, err := settledMembers(ctx, admin.GroupMembers, cfg.Group, 2*kc.Reader.SessionTimeout, 200*time.Millisecond)
 	if err != nil {
 		dl.Close()
 		return fail(fmt.Errorf("archiver: %w", err))
 	}
+	members = ownGhosts(members, kc.ClientID, d.Log)
 	if err := refuseOtherDatasets(members, cfg.Group, cfg.DatasetDir, id); err != nil {
 		dl.Close()
 		return fail(err)
