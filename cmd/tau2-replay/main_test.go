@@ -89,11 +89,11 @@ func TestConfigFiles(t *testing.T) {
 	})
 }
 
-// TestNoBrokerSaysWhatToDo: without a broker tau2-replay logged "ready" and then failed with
+// TestNoBrokerNamesTheRemedy: without a broker tau2-replay logged "ready" and then failed with
 // "tau2-replay: tau2-replay: … dial tcp 127.0.0.1:9092: connect: connection refused" (issue 27
 // item 18). It now fails before ready, once prefixed (the cli adds "tau2-replay: "), naming the
 // address and what to do.
-func TestNoBrokerSaysWhatToDo(t *testing.T) {
+func TestNoBrokerNamesTheRemedy(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

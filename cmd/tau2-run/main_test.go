@@ -32,25 +32,7 @@ func TestPipelineEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := buildBinaries(t)
-	runDir := t.TempDir()
-	cmd := exec.Command(filepath.Join(bin, "tau2-run"), "bin="+bin, "dir="+runDir,
-		"domain=mock", "split=base", "steps=1", "timeout=3m")
-	cmd.Dir = root // model_config is relative to the repository, as under make run
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	t.Logf("tau2-run output:\n%s", out.String())
-	if err != nil {
-		if logs, _ := filepath.Glob(filepath.Join(runDir, "*", "*.log")); len(logs) > 0 {
-			for _, l := range logs {
-				b, _ := os.ReadFile(l)
-				t.Logf("%s:\n%s", l, tailLines(string(b), 20))
-			}
-		}
-		t.Fatalf("tau2-run: %v", err)
-	}
-	text := out.String()
+	text, _ := runPipeline(t, root, "domain=mock", "split=base", "steps=1", "timeout=3m")
 	for _, role := range []string{"broker", "scripted-llm", "archiver", "trainer", "producer"} {
 		if !regexp.MustCompile(`tau2-run: ` + regexp.QuoteMeta(role) + ` +up`).MatchString(text) {
 			t.Errorf("%s did not come up", role)
@@ -92,26 +74,8 @@ func TestPipelineBankingKnowledge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := buildBinaries(t)
-	runDir := t.TempDir()
-	cmd := exec.Command(filepath.Join(bin, "tau2-run"), "bin="+bin, "dir="+runDir,
-		"domain=banking_knowledge", "split=base", "retrieval_config=no_knowledge",
+	text, runDir := runPipeline(t, root, "domain=banking_knowledge", "split=base", "retrieval_config=no_knowledge",
 		"steps=1", "group_size=2", "batch_size=1", "concurrency=4", "timeout=6m")
-	cmd.Dir = root
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	t.Logf("tau2-run output:\n%s", out.String())
-	if err != nil {
-		if logs, _ := filepath.Glob(filepath.Join(runDir, "*", "*.log")); len(logs) > 0 {
-			for _, l := range logs {
-				b, _ := os.ReadFile(l)
-				t.Logf("%s:\n%s", l, tailLines(string(b), 20))
-			}
-		}
-		t.Fatalf("tau2-run: %v", err)
-	}
-	text := out.String()
 	if !regexp.MustCompile(`banking_knowledge +\d+ episodes +mean reward`).MatchString(text) {
 		t.Error("no reward line for banking_knowledge")
 	}
@@ -274,4 +238,29 @@ func TestMain(m *testing.M) {
 // TestConfigFiles: testdata/config/{good,bad} (see cmd/internal/clitest).
 func TestConfigFiles(t *testing.T) {
 	clitest.ConfigFiles(t, "testdata/config", func() any { c := defaultConfig(); return &c })
+}
+
+// runPipeline runs the built tau2-run from the repository root (model_config is relative to it,
+// as under make run) with args, and returns its output; on failure it logs the tail of every
+// process's log before failing the test.
+func runPipeline(t *testing.T, root string, args ...string) (string, string) {
+	t.Helper()
+	bin := buildBinaries(t)
+	runDir := t.TempDir()
+	cmd := exec.Command(filepath.Join(bin, "tau2-run"), append([]string{"bin=" + bin, "dir=" + runDir}, args...)...)
+	cmd.Dir = root
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	t.Logf("tau2-run output:\n%s", out.String())
+	if err != nil {
+		if logs, _ := filepath.Glob(filepath.Join(runDir, "*", "*.log")); len(logs) > 0 {
+			for _, l := range logs {
+				b, _ := os.ReadFile(l)
+				t.Logf("%s:\n%s", l, tailLines(string(b), 20))
+			}
+		}
+		t.Fatalf("tau2-run: %v", err)
+	}
+	return out.String(), runDir
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"tau2rl/gpu"
+	"tau2rl/lib/inference/protocol"
 	trainckpt "tau2rl/trainer/checkpoint"
 )
 
@@ -37,10 +38,7 @@ func modelInfo(t *testing.T, url string) (path, version string) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var info struct {
-		ModelPath     string `json:"model_path"`
-		WeightVersion string `json:"weight_version"`
-	}
+	var info protocol.ModelInfo
 	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
 		t.Fatal(err)
 	}

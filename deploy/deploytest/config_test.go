@@ -206,9 +206,9 @@ func keys[V any](m map[string]V) []string {
 	return out
 }
 
-// TestScrapeConfigMatchesExamples checks that prometheus.yml scrapes each
-// role on the port its multi-node example config serves metrics on.
-func TestScrapeConfigMatchesExamples(t *testing.T) {
+// scrapePorts reads deploy/monitoring/prometheus.yml: each scrape job's target ports.
+func scrapePorts(t *testing.T) map[string]map[string]bool {
+	t.Helper()
 	b, err := os.ReadFile(repoPath("deploy/monitoring/prometheus.yml"))
 	if err != nil {
 		t.Fatal(err)
@@ -235,6 +235,13 @@ func TestScrapeConfigMatchesExamples(t *testing.T) {
 			}
 		}
 	}
+	return ports
+}
+
+// TestScrapeConfigMatchesExamples checks that prometheus.yml scrapes each
+// role on the port its multi-node example config serves metrics on.
+func TestScrapeConfigMatchesExamples(t *testing.T) {
+	ports := scrapePorts(t)
 	for file, job := range map[string]string{"producer.yaml": "tau2-producer", "trainer.yaml": "tau2-trainer", "archiver.yaml": "tau2-archiver", "replay.yaml": "tau2-replay"} {
 		src, err := os.ReadFile(repoPath("deploy/config/qwen3-8b-multi-node/" + file))
 		if err != nil {

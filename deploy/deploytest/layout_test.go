@@ -392,32 +392,7 @@ func TestOneHostLayoutsVerify(t *testing.T) {
 // TestScrapeConfigGPURoles: prometheus.yml scrapes the samplers and the proxy on the metrics
 // ports of the four-GPU layout's configs, under the job names the sampler alerts select.
 func TestScrapeConfigGPURoles(t *testing.T) {
-	b, err := os.ReadFile(repoPath("deploy/monitoring/prometheus.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pc struct {
-		ScrapeConfigs []struct {
-			JobName       string `yaml:"job_name"`
-			StaticConfigs []struct {
-				Targets []string `yaml:"targets"`
-			} `yaml:"static_configs"`
-		} `yaml:"scrape_configs"`
-	}
-	if err := yaml.Unmarshal(b, &pc); err != nil {
-		t.Fatal(err)
-	}
-	ports := map[string]map[string]bool{}
-	for _, sc := range pc.ScrapeConfigs {
-		ports[sc.JobName] = map[string]bool{}
-		for _, st := range sc.StaticConfigs {
-			for _, tg := range st.Targets {
-				if _, p, err := net.SplitHostPort(tg); err == nil {
-					ports[sc.JobName][p] = true
-				}
-			}
-		}
-	}
+	ports := scrapePorts(t)
 	l := loadLayout(t, "one-host-4gpu")
 	sampler := regexp.MustCompile(`^sampler-\d+\.yaml$`)
 	n := 0

@@ -20,6 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"tau2rl/gpu"
+	"tau2rl/lib/inference/protocol"
 	"tau2rl/lib/inference/tokenizer"
 	"tau2rl/lib/proc"
 	trainckpt "tau2rl/trainer/checkpoint"
@@ -309,10 +310,7 @@ func samplerModel(t *testing.T, api string) (string, string) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var info struct {
-		ModelPath     string `json:"model_path"`
-		WeightVersion string `json:"weight_version"`
-	}
+	var info protocol.ModelInfo
 	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
 		t.Fatal(err)
 	}

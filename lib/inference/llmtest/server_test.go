@@ -182,7 +182,7 @@ func TestCompletionsWireFormat(t *testing.T) {
 
 // TestCompletionsTextOffset: text_offset is vLLM's, the cumulative code-point length of the
 // reported token strings: the tokens' text (multi-byte runes count one each), or the
-// "token_id:N" placeholders with return_tokens_as_token_ids.
+// "token_id:N" strings with return_tokens_as_token_ids.
 func TestCompletionsTextOffset(t *testing.T) {
 	s := newServer(t, Constant(Reply{Content: "Ça coûte 5 €, señor."}), WithModel("qwen3"))
 	ids, _ := promptIDs(t)

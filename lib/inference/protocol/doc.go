@@ -15,7 +15,7 @@
 //     wherever a server of the project encodes one: vLLM's rule, and JSON has no infinities.
 //   - vLLM's text_offset is cumulative Python len() of the reported token strings, that is
 //     Unicode code points, not bytes; with return_tokens_as_token_ids the reported strings are
-//     the "token_id:N" placeholders and the offsets count those, as vLLM's
+//     the "token_id:N" strings and the offsets count those, as vLLM's
 //     _create_completion_logprobs does (NewCompletionLogprobs).
 //
 // The package imports nothing of the project but the chat template's wire message, so every

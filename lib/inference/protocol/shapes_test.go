@@ -158,7 +158,7 @@ func TestDecodeServerExamples(t *testing.T) {
 }
 
 // TestTextOffset pins vLLM's text_offset rule: cumulative code points (Python len) of the
-// reported token strings, the placeholders included, never bytes.
+// reported token strings, the "token_id:N" strings included, never bytes.
 func TestTextOffset(t *testing.T) {
 	for _, c := range []struct {
 		tokens []string

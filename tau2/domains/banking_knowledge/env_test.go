@@ -51,7 +51,7 @@ func TestRetrievalConfigs(t *testing.T) {
 		}
 		if strings.Contains(e.Policy, "{{") {
 			i := strings.Index(e.Policy, "{{")
-			t.Errorf("%q: unsubstituted placeholder %q", c.name, e.Policy[i:min(i+40, len(e.Policy))])
+			t.Errorf("%q: unsubstituted template field %q", c.name, e.Policy[i:min(i+40, len(e.Policy))])
 		}
 		if c.policyHas != "" && !strings.Contains(e.Policy, c.policyHas) {
 			t.Errorf("%q: policy lacks %q", c.name, c.policyHas)
@@ -246,7 +246,7 @@ func TestTerminalUse(t *testing.T) {
 		t.Errorf("tools: %s", got)
 	}
 	if !strings.Contains(e.Policy, "`shell`") || strings.Contains(e.Policy, "{{") {
-		t.Error("policy: shell instructions missing or placeholder left")
+		t.Error("policy: shell instructions missing or a template field left unsubstituted")
 	}
 	for _, c := range []struct{ cmd, want string }{
 		{"ls | wc -l", "699\n"},
