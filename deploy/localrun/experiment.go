@@ -42,6 +42,7 @@ func DefaultExperimentConfig() ExperimentConfig {
 		SFTEpochs:   6, SFTLR: 1e-3, SFTBatchTokens: 131072,
 		GRPOSteps: 150, GroupSize: 8, BatchSize: 8, GRPOLR: 5e-5, MaxNewToken: 512,
 		EvalTrials: 8, EvalTemperature: 1, Concurrency: 64, Timeout: 30 * time.Minute,
+		Seed: 1, GRPOTemperature: 1, Offpolicyness: 2,
 	}
 }
 
@@ -64,6 +65,7 @@ type (
 	DemoStats  = report.DemoStats
 	SFTStats   = report.SFTStats
 	EvalStats  = report.EvalStats
+	EvalProbe  = report.EvalProbe
 	RewardStat = report.RewardStat
 	GRPOStats  = report.GRPOStats
 )
@@ -97,9 +99,9 @@ func RunExperiment(ctx context.Context, cfg ExperimentConfig, dir string, out io
 		{"demonstrations", e.demonstrations},
 		{"sft", e.sft},
 		{"policy server", e.policyServer},
-		{"eval before", func(ctx context.Context) error { return e.eval(ctx, "before", &e.rep.Before) }},
+		{"eval before", e.evalBefore},
 		{"grpo", e.grpo},
-		{"eval after", func(ctx context.Context) error { return e.eval(ctx, "after", &e.rep.After) }},
+		{"eval after", func(ctx context.Context) error { return e.eval(ctx, "after", e.cfg.EvalTemperature, &e.rep.After) }},
 	} {
 		if err := stage(s.name, s.f); err != nil {
 			return err
@@ -191,7 +193,7 @@ func (e *experiment) services(ctx context.Context) error {
 	}
 	_, err = e.daemon(ctx, "scripted-llm", "tau2-scripted-llm", "addr="+e.llmAddr,
 		fmt.Sprintf("agent_error_rate=%g", e.cfg.AgentErrorRate), "error_kinds=["+strings.Join(e.cfg.ErrorKinds, ",")+"]",
-		"domain="+e.cfg.Domain, "data_dir="+e.cfg.DataDir)
+		"domain="+e.cfg.Domain, "data_dir="+e.cfg.DataDir, fmt.Sprintf("seed=%d", e.cfg.Seed))
 	return err
 }
 
@@ -287,12 +289,17 @@ func (e *experiment) sft(ctx context.Context) error {
 	out := filepath.Join(e.dir, "sft")
 	args := []string{"dataset=" + e.rep.Demos.Release, "out=" + out, "backend=" + e.cfg.Backend,
 		fmt.Sprintf("epochs=%d", e.cfg.SFTEpochs), fmt.Sprintf("optimizer.lr=%g", e.cfg.SFTLR),
-		fmt.Sprintf("batch_tokens=%d", e.cfg.SFTBatchTokens), fmt.Sprintf("max_steps=%d", e.cfg.SFTMaxSteps)}
+		fmt.Sprintf("batch_tokens=%d", e.cfg.SFTBatchTokens), fmt.Sprintf("max_steps=%d", e.cfg.SFTMaxSteps),
+		fmt.Sprintf("seed=%d", e.cfg.Seed), fmt.Sprintf("model.seed=%d", e.cfg.Seed)}
+	if e.cfg.SFTMinReward != nil {
+		args = append(args, "filter.min_reward="+strconv.FormatFloat(*e.cfg.SFTMinReward, 'g', -1, 64))
+	}
 	if e.cfg.ModelPath != "" {
 		args = append(args, "model.path="+e.cfg.ModelPath)
 	} else {
 		args = append(args, "model.config="+e.cfg.ModelConfig)
 	}
+	args = append(args, e.cfg.SFTArgs...)
 	if _, err := e.oneShot(ctx, "sft", "tau2-trainer", append([]string{"sft"}, args...)...); err != nil {
 		return err
 	}
@@ -351,14 +358,34 @@ func (e *experiment) policyServer(ctx context.Context) error {
 	return nil
 }
 
+// evalBefore measures the SFT policy at eval_temperature, then at each probe temperature.
+func (e *experiment) evalBefore(ctx context.Context) error {
+	if err := e.eval(ctx, "before", e.cfg.EvalTemperature, &e.rep.Before); err != nil {
+		return err
+	}
+	for _, t := range e.cfg.ProbeTemperatures {
+		p := EvalProbe{Temperature: t}
+		if err := e.eval(ctx, "before-t"+strconv.FormatFloat(t, 'g', -1, 64), t, &p.Eval); err != nil {
+			return err
+		}
+		e.rep.BeforeProbes = append(e.rep.BeforeProbes, p)
+	}
+	return nil
+}
+
 var passRow = regexp.MustCompile(`(?m)^(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+([0-9.]+)((?:\s+[0-9.]+|\s+-)*)\s*$`)
 
-// eval runs tau2-eval run on the tasks and parses its pass^k row.
-func (e *experiment) eval(ctx context.Context, name string, into *EvalStats) error {
+// eval runs tau2-eval run on the tasks at the given sampling temperature and parses its pass^k
+// row; with eval_trials 0 it measures nothing (a throughput run).
+func (e *experiment) eval(ctx context.Context, name string, temperature float64, into *EvalStats) error {
+	if e.cfg.EvalTrials == 0 {
+		e.printf("   eval_trials=0: not evaluated")
+		return nil
+	}
 	args := append([]string{"econfig.domain=" + e.cfg.Domain, "split=" + e.cfg.Split, "data_dir=" + e.cfg.DataDir,
 		fmt.Sprintf("num_trials=%d", e.cfg.EvalTrials), fmt.Sprintf("concurrency=%d", e.cfg.Concurrency),
 		"policy.endpoints=[http://" + e.policyAddr + "]", "econfig.user_llm_base_url=http://" + e.llmAddr + "/v1",
-		fmt.Sprintf("sampling.temperature=%g", e.cfg.EvalTemperature), fmt.Sprintf("policy.max_new_tokens=%d", e.cfg.MaxNewToken),
+		fmt.Sprintf("sampling.temperature=%g", temperature), fmt.Sprintf("policy.max_new_tokens=%d", e.cfg.MaxNewToken),
 		"output=" + filepath.Join(e.dir, "eval-"+name+".json")}, e.taskArgs("task_ids")...)
 	text, err := e.oneShot(ctx, "eval-"+name, "tau2-eval", append([]string{"run"}, args...)...)
 	if err != nil {
@@ -380,7 +407,8 @@ func (e *experiment) eval(ctx context.Context, name string, into *EvalStats) err
 	if into.Simulations == 0 {
 		return fmt.Errorf("no pass^k row for %s in the output of tau2-eval run (see %s)", e.cfg.Domain, filepath.Join(e.dir, "eval-"+name+".log"))
 	}
-	e.printf("   %d tasks × %d trials: avg reward %.3f, pass^k %s (infra errors %d)", into.Tasks, e.cfg.EvalTrials, into.Avg, rounded(into.PassK), into.Infra)
+	e.printf("   %d tasks × %d trials at temperature %g: avg reward %.3f, pass^k %s (infra errors %d)", into.Tasks, e.cfg.EvalTrials, temperature,
+		into.Avg, rounded(into.PassK), into.Infra)
 	return nil
 }
 
@@ -393,20 +421,22 @@ func (e *experiment) grpo(ctx context.Context) error {
 		return err
 	}
 	t0 := time.Now()
-	tr, err := e.daemon(ctx, "trainer", "tau2-trainer", e.brokers, "backend="+e.cfg.Backend, "model.path="+e.rep.SFT.Checkpoint,
-		"checkpoint.dir="+ckpt, "data_dir="+e.cfg.DataDir, fmt.Sprintf("max_steps=%d", e.cfg.GRPOSteps),
+	targs := []string{e.brokers, "backend=" + e.cfg.Backend, "model.path=" + e.rep.SFT.Checkpoint,
+		"checkpoint.dir=" + ckpt, "data_dir=" + e.cfg.DataDir, fmt.Sprintf("max_steps=%d", e.cfg.GRPOSteps),
 		fmt.Sprintf("batch_size=%d", e.cfg.BatchSize), fmt.Sprintf("group.group_size=%d", e.cfg.GroupSize),
 		fmt.Sprintf("admission.tasks=[{domain: %s, split: %s, task_ids: %s}]", e.cfg.Domain, e.cfg.Split, yamlList(e.cfg.TaskIDs)),
 		fmt.Sprintf("admission.sampling.max_tokens=%d", e.cfg.MaxNewToken),
-		"max_head_offpolicyness=2", "actor.eps_clip=0.4", "actor.behav_imp_weight_cap=5", "actor.recompute_logprob=true",
+		fmt.Sprintf("admission.sampling.temperature=%g", e.cfg.GRPOTemperature), fmt.Sprintf("admission.seed=%d", e.cfg.Seed),
+		fmt.Sprintf("max_head_offpolicyness=%d", e.cfg.Offpolicyness), "actor.eps_clip=0.4", "actor.behav_imp_weight_cap=5", "actor.recompute_logprob=true",
 		fmt.Sprintf("actor.optimizer.lr=%g", e.cfg.GRPOLR),
-		"reload.backend=sglang", "reload.endpoints=[http://"+e.policyAddr+"]")
+		"reload.backend=sglang", "reload.endpoints=[http://" + e.policyAddr + "]"}
+	tr, err := e.daemon(ctx, "trainer", "tau2-trainer", append(targs, e.cfg.TrainerArgs...)...)
 	if err != nil {
 		return err
 	}
 	prod, err := e.daemon(ctx, "producer", "tau2-producer", e.brokers, "data_dir="+e.cfg.DataDir, "econfig.domain="+e.cfg.Domain,
 		"policy.endpoints=[http://"+e.policyAddr+"]", "user_llm_base_url=http://"+e.llmAddr+"/v1",
-		fmt.Sprintf("concurrency=%d", e.cfg.Concurrency), "max_head_offpolicyness=2")
+		fmt.Sprintf("concurrency=%d", e.cfg.Concurrency), fmt.Sprintf("max_head_offpolicyness=%d", e.cfg.Offpolicyness))
 	if err != nil {
 		return err
 	}
@@ -591,12 +621,15 @@ func (e *experiment) writeReport() error {
 	r := &e.rep
 	var s strings.Builder
 	fmt.Fprintf(&s, "# tau2rl learning experiment (%s)\n\n", time.Now().UTC().Format(time.RFC3339))
-	fmt.Fprintf(&s, "policy=%s backend=%s domain=%s split=%s tasks=%s model=%s%s\n\n", e.cfg.Policy, e.cfg.Backend, e.cfg.Domain, e.cfg.Split,
-		strings.Join(e.cfg.TaskIDs, ","), e.cfg.ModelConfig, e.cfg.ModelPath)
+	fmt.Fprintf(&s, "policy=%s backend=%s domain=%s split=%s tasks=%s model=%s%s seed=%d offpolicyness=%d\n\n", e.cfg.Policy, e.cfg.Backend,
+		e.cfg.Domain, e.cfg.Split, strings.Join(e.cfg.TaskIDs, ","), e.cfg.ModelConfig, e.cfg.ModelPath, e.cfg.Seed, e.cfg.Offpolicyness)
 	fmt.Fprintf(&s, "| stage | result |\n|---|---|\n")
 	fmt.Fprintf(&s, "| demonstrations (scripted, error rate %g) | %d episodes, success %.3f |\n", e.cfg.AgentErrorRate, r.Demos.Episodes, r.Demos.MeanReward)
 	fmt.Fprintf(&s, "| SFT | %d steps, loss %.3f → %.3f |\n", r.SFT.Steps, r.SFT.FirstLoss, r.SFT.LastLoss)
 	fmt.Fprintf(&s, "| eval before GRPO | avg %.3f, pass^k %s |\n", r.Before.Avg, rounded(r.Before.PassK))
+	for _, p := range r.BeforeProbes {
+		fmt.Fprintf(&s, "| eval before GRPO at temperature %g | avg %.3f, pass^k %s |\n", p.Temperature, p.Eval.Avg, rounded(p.Eval.PassK))
+	}
 	fmt.Fprintf(&s, "| GRPO | %d steps, %d episodes (%d trained on), train %.0fs of %.0fs |\n", r.GRPO.Steps, r.GRPO.Episodes, r.GRPO.TrainedEpisodes,
 		r.GRPO.TrainSeconds, r.GRPO.WallSeconds)
 	fmt.Fprintf(&s, "| eval after GRPO | avg %.3f, pass^k %s |\n\n", r.After.Avg, rounded(r.After.PassK))
