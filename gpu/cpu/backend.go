@@ -25,6 +25,7 @@ type Backend struct {
 var (
 	_ gpu.Backend        = (*Backend)(nil)
 	_ gpu.WeightExporter = (*Backend)(nil)
+	_ gpu.IPCExporter    = (*Backend)(nil)
 )
 
 // New builds a backend holding a copy of w.
@@ -187,4 +188,11 @@ func (b *Backend) Close() error {
 	b.last = nil
 	b.m1, b.m2 = nil, nil
 	return nil
+}
+
+// ExportWeights implements gpu.IPCExporter: the pure-Go backend's weights live in host memory, so
+// there is nothing a sampler could map by CUDA IPC. The trainer's reload.mode=auto then reloads
+// its servers from disk; reload.mode=ipc is refused at start-up with this error.
+func (b *Backend) ExportWeights() (gpu.IPCExport, error) {
+	return gpu.IPCExport{}, fmt.Errorf("cpu: %w", gpu.ErrIPCUnsupported)
 }

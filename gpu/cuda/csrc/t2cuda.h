@@ -11,7 +11,7 @@
  * are Hugging Face's [out, in]; bf16 = __nv_bfloat16 passed as void* so cgo needs no CUDA headers.
  *
  * defines: t2_* in context.cu, matmul.cu, norm.cu, attention.cu (+ attention_fa2.cu, attention_sm90_*.cu),
- *          elementwise.cu, logprob.cu, adamw.cu, paged_attention.cu, sample.cu
+ *          elementwise.cu, logprob.cu, adamw.cu, paged_attention.cu, sample.cu, ipc.cu
  */
 #ifndef T2CUDA_H
 #define T2CUDA_H
@@ -61,6 +61,15 @@ t2_status t2_graph_end(void *s, void **exec);
 t2_status t2_graph_abort(void *s);
 t2_status t2_graph_launch(void *exec, void *s);
 t2_status t2_graph_destroy(void *exec);
+
+/* ---- ipc.cu: device memory shared with another process on the same GPU (weights to a sampler) ---- */
+#define T2_IPC_HANDLE_BYTES 64 /* sizeof(cudaIpcMemHandle_t) */
+/* handle (T2_IPC_HANDLE_BYTES bytes) of the allocation that starts at p (a t2_malloc'd pointer) */
+t2_status t2_ipc_get_handle(const void *p, unsigned char *handle);
+/* maps another process's allocation into this one (*p = its start); not in the exporting process */
+t2_status t2_ipc_open(const unsigned char *handle, void **p);
+t2_status t2_ipc_close(void *p);                         /* unmaps what t2_ipc_open mapped */
+t2_status t2_device_uuid(int device, unsigned char *uuid); /* 16 bytes, nvidia-smi's GPU-… UUID */
 
 /* ---- gemm.cu: how the GEMMs run (Options.GEMM) ---- */
 #define T2_GEMM_CUBLAS 0 /* cublasGemmEx: cuBLAS's heuristic choice, the same bits every run (default) */
