@@ -14,7 +14,7 @@ func TestConfigs(t *testing.T) {
 	for _, c := range []struct {
 		dir  string
 		cuda bool
-	}{{"qwen3-tiny", false}, {"qwen3-learn", true}, {"qwen3-1.7b", true}, {"qwen3-8b", true}} {
+	}{{"qwen3-tiny", false}, {"qwen3-learn", true}, {"qwen3-learn-100m", true}, {"qwen3-learn-200m", true}, {"qwen3-1.7b", true}, {"qwen3-8b", true}} {
 		cfg, err := gpu.LoadConfig(c.dir + "/config.json")
 		if err != nil {
 			t.Fatalf("%s: %v", c.dir, err)

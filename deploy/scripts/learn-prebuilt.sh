@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # learn-prebuilt.sh: `make learn` for a GPU machine without Go (binaries from prebuild-gpu-bins.sh,
-# the τ² data and tokenizer as .devbin/assets.tar.xz).  start | wait.  start builds the real kernels' shared
-# libraries, unpacks the prebuilt binaries and the τ² data, runs the NCCL world-1 check, then
-# starts `tau2-run experiment` detached; wait follows it and copies the results to $OUT.
+# the τ² data and tokenizer as .devbin/assets.tar.xz).  start ARGS… | start-many FILE | wait.
+# start builds the real kernels' shared libraries, unpacks the prebuilt binaries and the τ² data,
+# runs the NCCL world-1 check, then starts `tau2-run experiment` detached; wait follows it and
+# copies the results to $OUT. start-many starts one experiment per line of FILE ("NAME ARGS…",
+# shell-quoted; # comments), all at once on the same GPU (several seeds or recipes in one lease:
+# give each sampler a small kv.memory_fraction), and collects each run as $OUT/NAME.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 T=/tmp/t2
@@ -13,8 +16,24 @@ NCCL_HOME=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/
 ncclso=$(ls $NCCL_HOME/lib/libnccl.so* 2>/dev/null | head -1)
 export LD_LIBRARY_PATH=$T/lib:$cudalib:$(dirname "${ncclso:-/x/x}"):${LD_LIBRARY_PATH:-}
 export TAU2_DATA_DIR=$T/tau2-data QWEN3_TOKENIZER_DIR=$T/qwen3-tokenizer
-progress() { tail -n 25 $T/exp.log 2>/dev/null; }
+progress() {
+  if [[ -d $T/runs ]]; then
+    for l in $T/runs/*/exp.log; do echo "== $l"; tail -n 6 "$l"; done
+  else
+    tail -n 25 $T/exp.log 2>/dev/null
+  fi
+}
+collect_many() {
+  for r in $T/runs/*/; do
+    name=$(basename "$r")
+    d=$(ls -d "$r"*/ 2>/dev/null | tail -1)
+    [[ -n $d ]] || { cp "$r/exp.log" "$OUT/$name.log" 2>/dev/null; continue; }
+    (cd "$d" && find . -maxdepth 2 \( -name '*.log' -o -name '*.json' -o -name '*.md' -o -name 'steps.jsonl' -o -name '*.jsonl' \) -size -20M -print0 |
+      tar --null -T - -czf "$OUT/$name.tgz" ../exp.log figures) 2>/dev/null
+  done
+}
 collect() {
+  [[ -d $T/runs ]] && { collect_many; return; }
   d=$(ls -d $T/run/*/ 2>/dev/null | tail -1)
   [[ -n $d ]] || return
   cp $T/exp.log "$OUT/" 2>/dev/null
@@ -26,7 +45,7 @@ collect() {
     tar --null -T - -czf "$OUT/run-logs.tgz") 2>/dev/null
   # (where only report.json came back, `tau2-eval plot report=report.json` redraws the figures)
 }
-if [[ $mode == start ]]; then
+if [[ $mode == start || $mode == start-many ]]; then
   nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
   mkdir -p $T/lib && tar -C $T -xJf .devbin/bins.tar.xz && tar -C $T -xJf .devbin/assets.tar.xz
   ( make -f gpu/cuda/gpu.mk -j16 gpu/cuda/build/libt2cuda.so NCCL_HOME=$NCCL_HOME gpu/collective/nccl/build/libt2nccl.a >$T/build.log 2>&1 &&
@@ -37,7 +56,17 @@ if [[ $mode == start ]]; then
   if [[ -x .devbin/dp.test ]]; then
     timeout 120 .devbin/dp.test -test.run 'CUDA|NCCL' -test.v 2>&1 | tail -25 | tee $OUT/dp-test.log
   fi
-  setsid nohup $T/bin/tau2-run experiment bin=$T/bin dir=$T/run "$@" >$T/exp.log 2>&1 < /dev/null &
+  if [[ $mode == start ]]; then
+    setsid nohup $T/bin/tau2-run experiment bin=$T/bin dir=$T/run "$@" >$T/exp.log 2>&1 < /dev/null &
+  else
+    while read -r name rest; do
+      [[ -z $name || $name == \#* ]] && continue
+      eval "args=($rest)"
+      mkdir -p $T/runs/$name
+      setsid nohup $T/bin/tau2-run experiment bin=$T/bin dir=$T/runs/$name "${args[@]}" >$T/runs/$name/exp.log 2>&1 < /dev/null &
+      echo "started $name: ${args[*]}"
+    done < "$1"
+  fi
   sleep 2
 fi
 end=${WAIT_END:-540}
