@@ -19,7 +19,8 @@
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"
-grep -qx '/.devbin/' .git/info/exclude 2>/dev/null || echo '/.devbin/' >> .git/info/exclude
+excl=$(git rev-parse --git-path info/exclude) # a worktree's .git is a file
+grep -qx '/.devbin/' "$excl" 2>/dev/null || echo '/.devbin/' >> "$excl"
 stub=$root/.devbin/pgb-stub
 out=$root/.devbin/bin
 rm -rf "$out" && mkdir -p "$stub" "$out"
