@@ -132,6 +132,10 @@ type Engine struct {
 	gen      int
 	rejected int
 	decTime  time.Duration
+	// busyTime and holdSince: where the wall clock went since started (busy.go).
+	busyTime  BusyTime
+	holdSince time.Time
+	started   time.Time
 }
 
 type pauseMode int
@@ -178,6 +182,10 @@ type Stats struct {
 	DecoderTime      time.Duration
 	// Rejected counts draws of ids ≥ the sample vocabulary limit, discarded and redrawn.
 	Rejected int
+	// Busy is the time spent per phase since Started (busy.go); the rest of the wall clock
+	// since Started is idle.
+	Busy    BusyTime
+	Started time.Time
 }
 
 // New builds an engine over dec. tok (optional) detokenizes for stop strings; met (optional)
@@ -211,8 +219,9 @@ func New(dec gpu.Decoder, cfg Config, tok *tokenizer.Tokenizer, met *Metrics, lo
 		dec: dec, mcfg: mc, cfg: cfg, tok: tok, log: log, met: met, bs: kv.BlockSize, ctxLen: cfg.ContextLength, limit: limit,
 		wake: make(chan struct{}, 1), stopped: make(chan struct{}), pool: pool, tree: radix.New(pool, kv.BlockSize),
 		version: cfg.WeightVersion, seedRand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		started: time.Now(),
 	}
-	e.stats = Stats{TotalBlocks: kv.NumBlocks, Version: e.version}
+	e.stats = Stats{TotalBlocks: kv.NumBlocks, Version: e.version, Started: e.started}
 	return e, nil
 }
 
@@ -394,6 +403,9 @@ func (e *Engine) SwapWeights(ctx context.Context, w *gpu.Weights, version string
 	}
 	var lerr error
 	if err := e.do(ctx, func() {
+		if e.pause != pauseHold { // a hold counts as a whole (noteHold)
+			defer func(t0 time.Time) { e.busy(PhaseWeightUpdate, time.Since(t0)) }(time.Now())
+		}
 		if lerr = e.dec.LoadWeights(w); lerr != nil {
 			return
 		}
@@ -474,6 +486,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		for _, f := range cmds {
 			f()
 		}
+		e.noteHold()
 		if len(cmds) > 0 {
 			e.publishStats()
 		}
@@ -500,6 +513,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.mu.Unlock()
 			return err
 		}
+		e.noteHold()
 		e.publishStats()
 	}
 }
@@ -697,6 +711,8 @@ var insertFromRoot string
 
 // step runs the batch and applies its draws.
 func (e *Engine) step(batch []work) error {
+	start := time.Now() // the step's time, inputs to draws (busy.go)
+	phase := stepPhase(batch)
 	seqs := make([]gpu.ServeSeq, len(batch))
 	ntok := 0
 	for i, w := range batch {
@@ -745,7 +761,9 @@ func (e *Engine) step(batch []work) error {
 	}
 	e.steps++
 	e.gen += gen
-	e.met.stepped(time.Since(t0), ntok, gen)
+	took := time.Since(start)
+	e.busy(phase, took)
+	e.met.stepped(took, ntok, gen)
 	e.running = slices.DeleteFunc(e.running, func(s *seq) bool { return s.finished })
 	e.checkDrained()
 	return nil
@@ -861,6 +879,7 @@ func (e *Engine) publishStats() {
 		Running: len(e.running), Waiting: len(e.waiting), TotalBlocks: e.pool.Total(),
 		UsedBlocks: e.pool.Total() - e.pool.Free(), CachedBlocks: e.tree.Blocks(), Version: e.version,
 		Paused: e.pause != notPaused, Steps: e.steps, Generated: e.gen, DecoderTime: e.decTime, Rejected: e.rejected,
+		Busy: e.busyTime, Started: e.started,
 	}
 	e.mu.Lock()
 	st.Waiting += len(e.incoming)

@@ -19,6 +19,7 @@ type Metrics struct {
 	retractions                prometheus.Counter
 	rejections                 prometheus.Counter
 	requests                   *prometheus.CounterVec
+	busySeconds                *prometheus.CounterVec
 	running, waiting           prometheus.Gauge
 	kvUsage, kvBlocks, cached  prometheus.Gauge
 	hitRate, tokensPerSecond   prometheus.Gauge
@@ -51,6 +52,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		rejections:  c("rejected_draws_total", "Draws of ids ≥ the sample vocabulary limit (padded LM-head rows), discarded and redrawn."),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "tau2rl", Subsystem: "sampler", Name: "requests_total",
 			Help: "Finished requests by finish reason (stop, length, abort)."}, []string{"finish"}),
+		busySeconds: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "tau2rl", Subsystem: "sampler", Name: "busy_seconds_total",
+			Help: "Engine time by phase (decode, prefill, mixed steps; weight_update: swaps and pauses); the rest of the wall clock is idle."}, []string{"phase"}),
 		running:         g("running_requests", "Requests in the running batch."),
 		waiting:         g("queued_requests", "Requests waiting for admission."),
 		kvUsage:         g("kv_cache_usage_ratio", "Fraction of KV-cache blocks allocated (running requests and prefix cache)."),
@@ -66,6 +69,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.stepSeconds = metrics.Add(set, m.stepSeconds)
 	m.retractions, m.rejections = metrics.Add(set, m.retractions), metrics.Add(set, m.rejections)
 	m.requests = metrics.Add(set, m.requests)
+	m.busySeconds = metrics.Add(set, m.busySeconds)
+	for _, p := range BusyPhases { // every phase is exported from the start, also at 0
+		m.busySeconds.WithLabelValues(p)
+	}
 	m.running, m.waiting = metrics.Add(set, m.running), metrics.Add(set, m.waiting)
 	m.kvUsage, m.kvBlocks, m.cached = metrics.Add(set, m.kvUsage), metrics.Add(set, m.kvBlocks), metrics.Add(set, m.cached)
 	m.hitRate, m.tokensPerSecond = metrics.Add(set, m.hitRate), metrics.Add(set, m.tokensPerSecond)
@@ -121,6 +128,12 @@ func (m *Metrics) stepped(d time.Duration, tokens, generated int) {
 	if el := now.Sub(m.rateStart); el >= 2*time.Second {
 		m.tokensPerSecond.Set(float64(m.rateTokens) / el.Seconds())
 		m.rateStart, m.rateTokens = now, 0
+	}
+}
+
+func (m *Metrics) busy(phase string, d time.Duration) {
+	if m != nil {
+		m.busySeconds.WithLabelValues(phase).Add(d.Seconds())
 	}
 }
 

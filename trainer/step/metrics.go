@@ -10,6 +10,7 @@ type Metrics struct {
 	Steps            prometheus.Counter
 	StepSeconds      prometheus.Histogram
 	PhaseSeconds     *prometheus.HistogramVec // phase: build, pack, prox, train, checkpoint, reload, publish
+	BusySeconds      *prometheus.CounterVec   // phase: busy.go's BusyPhases
 	TokensPerSecond  prometheus.Gauge         // original (unpacked) tokens per second of step time
 	TreeTokenRatio   prometheus.Gauge
 	PackedTokens     prometheus.Counter
@@ -62,6 +63,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Steps:            c("steps_total", "Training steps completed."),
 		StepSeconds:      prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "step_seconds", Help: "Wall time of a training step (build to optimizer step).", Buckets: prometheus.ExponentialBuckets(0.01, 2, 18)}),
 		PhaseSeconds:     prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "phase_seconds", Help: "Wall time of each phase of a step.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 22)}, []string{"phase"}),
+		BusySeconds:      newBusySeconds(),
 		TokensPerSecond:  g("tokens_per_second", "Original (unpacked) tokens trained per second of step time in the last step."),
 		TreeTokenRatio:   g("tree_token_ratio", "Packed tokens / original tokens of the last step (AReaL tree_token_ratio)."),
 		PackedTokens:     c("packed_tokens_total", "Tokens computed after prefix-tree packing."),
@@ -102,7 +104,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, col := range []prometheus.Collector{m.Version, m.Steps, m.StepSeconds, m.PhaseSeconds, m.TokensPerSecond, m.TreeTokenRatio,
+	for _, col := range []prometheus.Collector{m.Version, m.Steps, m.StepSeconds, m.PhaseSeconds, m.BusySeconds, m.TokensPerSecond, m.TreeTokenRatio,
 		m.PackedTokens, m.OriginalTokens, m.LossTokens, m.OversizeCalls, m.InvalidCalls, m.MicroBatches, m.Loss, m.GradNorm, m.Entropy, m.ClipFraction, m.ApproxKL,
 		m.ImportanceWeight, m.BehavWeight, m.BehavWeightMax, m.BehavCapFraction, m.Advantage, m.StalenessMax, m.StalenessMean,
 		m.Reward, m.Episodes, m.Trajectories, m.StaleDropped, m.Groups, m.PendingGroups, m.ReadyGroups, m.Messages, m.EmptyMessages,

@@ -51,7 +51,7 @@ func (t *Trainer) updateParallel(g *dp.Group, p *prefixtree.Packing, seqs []loss
 			}
 			parts[k].prox = prox
 		}
-		t.d.Metrics.PhaseSeconds.WithLabelValues("prox").Observe(time.Since(t0).Seconds())
+		t.phase("prox", t0)
 	}
 	t0 := time.Now()
 	var stats loss.Stats
@@ -85,6 +85,6 @@ func (t *Trainer) updateParallel(g *dp.Group, p *prefixtree.Packing, seqs []loss
 		}
 		gradNorm = gn
 	}
-	t.d.Metrics.PhaseSeconds.WithLabelValues("train").Observe(time.Since(t0).Seconds())
+	t.phase("train", t0)
 	return stats, gradNorm, nil
 }

@@ -50,9 +50,7 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 	}
 	t.lastProgress = t.d.Now()
 	clear(t.dropped)
-	phase := func(name string, since time.Time) {
-		t.d.Metrics.PhaseSeconds.WithLabelValues(name).Observe(time.Since(since).Seconds())
-	}
+	phase := t.phase
 
 	t0 := time.Now()
 	b, err := batch.Build(groups, t.cfg.Actor.Advantage, t.cfg.Sequences, t.version, t.cfg.Actor.MBSpec.MaxTokensPerMB)
@@ -145,7 +143,7 @@ func (t *Trainer) update(p *prefixtree.Packing, seqs []loss.Seq) (loss.Stats, fl
 			}
 			prox[i] = lp
 		}
-		t.d.Metrics.PhaseSeconds.WithLabelValues("prox").Observe(time.Since(t0).Seconds())
+		t.phase("prox", t0)
 	}
 	t0 := time.Now()
 	var stats loss.Stats
@@ -185,7 +183,7 @@ func (t *Trainer) update(p *prefixtree.Packing, seqs []loss.Seq) (loss.Stats, fl
 		}
 		gradNorm = gn
 	}
-	t.d.Metrics.PhaseSeconds.WithLabelValues("train").Observe(time.Since(t0).Seconds())
+	t.phase("train", t0)
 	return stats, gradNorm, nil
 }
 
@@ -246,6 +244,9 @@ func (t *Trainer) record(groups []*group.Group, b *batch.Batch, p *prefixtree.Pa
 		"episodes": float64(episodes), "generated_tokens": float64(generated),
 		"behav_abs_diff": st.BehavAbsDiff(), "behav_cap_fraction": st.CapFraction(), "behav_weight_max": st.BehavWMax,
 		"approx_kl": st.ApproxKL(), "staleness_max": float64(b.MaxStaleness),
+		// Staleness at training time: version lag of the loss tokens (trainer version − the
+		// version that sampled them), mean over the step's loss tokens.
+		"staleness_mean": float64(b.StalenessSum) / float64(max(b.LossTokens, 1)),
 	}
 	t.acct.flush(t.last, t.pendingEpisodes()) // where the episodes received since the last step went
 	t.gauges()
@@ -286,7 +287,7 @@ func (t *Trainer) checkpoint(ctx context.Context) error {
 	}
 	t.checkpointedStep = t.step
 	t.d.Metrics.Checkpoints.Inc()
-	t.d.Metrics.PhaseSeconds.WithLabelValues("checkpoint").Observe(time.Since(t0).Seconds())
+	t.phase("checkpoint", t0)
 
 	// A failed commit is not fatal: the checkpoint records the targets, so after a restart the
 	// messages below them are skipped anyway, and the next checkpoint commits again.
@@ -310,12 +311,14 @@ func (t *Trainer) announce(ctx context.Context, path string) {
 			// Servers keep the previous weights; publishing the version now would mislabel their
 			// tokens. The next checkpoint retries.
 			t.d.Metrics.ReloadErrors.Inc()
+			t.d.Metrics.BusySeconds.WithLabelValues(BusyWeightSync).Add(time.Since(t0).Seconds())
 			t.d.Log.Error("inference servers did not reload; version not published", "version", t.version, "path", path, "err", err)
 			return
 		}
-		t.d.Metrics.PhaseSeconds.WithLabelValues("reload").Observe(time.Since(t0).Seconds())
+		t.phase("reload", t0)
 	}
 	if t.d.Versions != nil {
+		defer t.phase("publish", time.Now())
 		pv := schemas.PolicyVersion{Version: t.version, CheckpointPath: path, Time: t.d.Now().UTC()}
 		if err := t.d.Versions.PublishVersion(ctx, pv); err != nil {
 			t.d.Metrics.PublishErrors.Inc()

@@ -247,6 +247,7 @@ func (t *Trainer) Run(ctx context.Context) error {
 		if t.cfg.MaxSteps > 0 && t.step >= t.cfg.MaxSteps {
 			return t.finish(ctx)
 		}
+		waitStart := time.Now()
 		select {
 		case <-ctx.Done():
 			// Save what was trained; use a fresh context since ctx is done.
@@ -254,6 +255,7 @@ func (t *Trainer) Run(ctx context.Context) error {
 			defer cancel()
 			return t.finish(fctx)
 		case f := <-msgs:
+			t.waited(waitStart)
 			if f.err != nil {
 				if ctx.Err() != nil {
 					continue // shutting down; handled by the Done case
@@ -267,6 +269,7 @@ func (t *Trainer) Run(ctx context.Context) error {
 			// A follower host left while this one waited for data: the next step could not run.
 			return fmt.Errorf("step: %w", t.d.Feed.Err())
 		case <-tick.C:
+			t.waited(waitStart)
 			if err := t.expire(); err != nil {
 				return err
 			}
