@@ -65,6 +65,8 @@ type Backend struct {
 	// shard is set once the backend is a data-parallel rank (shard.go): master, m and v then hold
 	// only the shard's elements, and param/grad are padded to World·Len.
 	shard *gpu.Shard
+	// ipc is the CUDA IPC export of param, made by the first ExportWeights (ipc.go).
+	ipc *gpu.IPCExport
 }
 
 // layerOffsets are the element offsets of one layer's tensors; qkv points at q_proj, which k_proj

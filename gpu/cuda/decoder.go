@@ -84,6 +84,8 @@ type Decoder struct {
 	// this many items per SM (flash-decoding); fewer, longer items merge fewer partials, more
 	// keep more bytes in flight. defaultItemsPerSM unless a benchmark sets it.
 	itemsPerSM int
+	// ipc maps the trainer's weight buffer while its handle stays the same (LoadWeightsIPC).
+	ipc ipcMapping
 }
 
 // defaultItemsPerSM is the paged kernels' split target (Decoder.itemsPerSM).
@@ -478,7 +480,7 @@ func (d *Decoder) Close() error {
 		defer d.leave()
 	}
 	d.closed = true
-	errs := []error{d.dropGraphs(), d.ws.free(), statusErr(C.t2_stream_destroy(d.stream))}
+	errs := []error{d.dropGraphs(), d.ws.free(), statusErr(C.t2_stream_destroy(d.stream)), d.ipc.close()}
 	for _, p := range []dptr{d.param, d.kc, d.vc} {
 		if p != nil {
 			errs = append(errs, free(p))

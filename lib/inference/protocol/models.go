@@ -42,4 +42,8 @@ type ModelInfo struct {
 	Architectures           []string       `json:"architectures"`
 	ServedModelName         string         `json:"served_model_name,omitempty"`
 	ContextLength           int            `json:"context_length,omitempty"`
+	// GPUUUID is tau2rl's additive field: the UUID of the GPU a tau2-sampler with the cuda
+	// backend runs on (nvidia-smi's "GPU-…"), absent elsewhere. A trainer on the same GPU updates
+	// it by CUDA IPC (POST /update_weights_from_ipc) under reload.mode=auto.
+	GPUUUID string `json:"gpu_uuid,omitempty"`
 }
