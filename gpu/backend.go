@@ -129,12 +129,17 @@ type Optimizer struct {
 	Eps         float64 `yaml:"eps"`           // denominator epsilon; default 1e-8
 	WeightDecay float64 `yaml:"weight_decay"`  // decoupled weight decay (applied to every tensor); default 0.017
 	MaxGradNorm float64 `yaml:"max_grad_norm"` // global L2 clip; ≤ 0 disables clipping; default 1.0
+	// The learning-rate schedule (schedule.go). Backends use LR as given: the trainers pass
+	// At(step, total), whose LR is the scheduled one.
+	LRSchedule  string  `yaml:"lr_schedule"`  // constant (default), cosine or linear decay over the run's steps
+	WarmupSteps int64   `yaml:"warmup_steps"` // linear warm-up from 0 to lr over this many steps; default 0
+	MinLRRatio  float64 `yaml:"min_lr_ratio"` // floor of the cosine/linear decay as a fraction of lr; default 0
 }
 
 // DefaultOptimizer returns AReaL's τ² (Qwen3-1.7B) optimizer settings: Adam lr 1.7e-5, weight decay
 // 0.017, constant schedule, gradient clip 1.0, with torch's default betas (0.9, 0.999) and eps 1e-8.
 func DefaultOptimizer() Optimizer {
-	return Optimizer{LR: 1.7e-5, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.017, MaxGradNorm: 1.0}
+	return Optimizer{LR: 1.7e-5, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.017, MaxGradNorm: 1.0, LRSchedule: ScheduleConstant}
 }
 
 // Validate reports hyper-parameters AdamW cannot run with.
@@ -153,7 +158,7 @@ func (o Optimizer) Validate() error {
 	case o.MaxGradNorm != o.MaxGradNorm:
 		return fmt.Errorf("gpu: optimizer max_grad_norm is NaN")
 	}
-	return nil
+	return o.validateSchedule()
 }
 
 // DType is a checkpoint tensor element type, spelled as Hugging Face's torch_dtype.

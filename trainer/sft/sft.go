@@ -60,8 +60,10 @@ type Config struct {
 	Seed uint64 `yaml:"seed"`
 	// SequenceMode is batch's "call" (default) or "conversation".
 	SequenceMode string `yaml:"sequence_mode"`
-	// Optimizer is AdamW (lr, betas, weight decay, clip). Default lr 1e-4, otherwise
-	// gpu.DefaultOptimizer.
+	// Optimizer is AdamW (lr, betas, weight decay, clip) and the learning-rate schedule
+	// (lr_schedule, warmup_steps, min_lr_ratio), which decays over the schedule's steps: every
+	// epoch's steps, or max_steps when that is fewer, known before the first step. Default lr
+	// 1e-4, otherwise gpu.DefaultOptimizer.
 	Optimizer gpu.Optimizer `yaml:"optimizer"`
 	// MBSpec is the micro-batch budget (max_tokens_per_mb); longer calls are left out and counted.
 	MBSpec prefixtree.Config `yaml:"mb_spec"`
@@ -229,6 +231,9 @@ func Run(ctx context.Context, cfg Config, be gpu.Backend, trajs []*schemas.Traje
 	}
 	plans := schedule(tokens, &cfg)
 	total := int64(len(plans))
+	if err := cfg.Optimizer.ValidateSchedule(total, "the run's step count (epochs × selected tokens / batch_tokens, or max_steps)"); err != nil {
+		return res, fmt.Errorf("sft: optimizer: %w", err)
+	}
 	if start > total {
 		return res, fmt.Errorf("sft: resumed at step %d but the schedule has %d steps (different dataset, filter or batch_tokens?)", start, total)
 	}
@@ -273,7 +278,8 @@ func Run(ctx context.Context, cfg Config, be gpu.Backend, trajs []*schemas.Traje
 		if err != nil {
 			return res, fmt.Errorf("sft: step %d: %w", step+1, err)
 		}
-		l, gradNorm, err := update(be, p, cfg.Optimizer)
+		opt := cfg.Optimizer.At(step, total) // a resumed run continues the schedule at its step
+		l, gradNorm, err := update(be, p, opt)
 		if err != nil {
 			return res, fmt.Errorf("sft: step %d: %w", step+1, err)
 		}
@@ -287,11 +293,11 @@ func Run(ctx context.Context, cfg Config, be gpu.Backend, trajs []*schemas.Traje
 		res.OriginalTokens += p.OriginalTokens
 		res.PackedTokens += p.PackedTokens
 		sec := time.Since(t0).Seconds()
-		log.Info("sft step", "step", step, "of", total, "epoch", pl.epoch+1, "loss", l, "grad_norm", gradNorm,
+		log.Info("sft step", "step", step, "of", total, "epoch", pl.epoch+1, "lr", opt.LR, "loss", l, "grad_norm", gradNorm,
 			"trajectories", len(pl.trajs), "loss_tokens", p.LossTokens, "tree_token_ratio", p.TokenRatio(),
 			"tokens_per_s", float64(p.OriginalTokens)/max(sec, 1e-9), "packed_tokens_per_s", float64(p.PackedTokens)/max(sec, 1e-9), "seconds", sec)
 		if err := steplog.Append(cfg.Out, steplog.Record{Kind: "sft", Step: step, Version: step, Time: time.Now().UTC(), Metrics: map[string]float64{
-			"loss": l, "grad_norm": gradNorm, "epoch": float64(pl.epoch + 1), "loss_tokens": float64(p.LossTokens),
+			"loss": l, "grad_norm": gradNorm, "lr": opt.LR, "epoch": float64(pl.epoch + 1), "loss_tokens": float64(p.LossTokens),
 			"original_tokens": float64(p.OriginalTokens), "packed_tokens": float64(p.PackedTokens), "step_seconds": sec,
 		}}); err != nil {
 			return res, err

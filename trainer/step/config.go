@@ -127,5 +127,9 @@ func (c *Config) Validate() error {
 			return err
 		}
 	}
+	// The schedule decays over max_steps (trainer steps; the minibatches of one step share its rate).
+	if err := c.Actor.Optimizer.ValidateSchedule(c.MaxSteps, "max_steps"); err != nil {
+		return fmt.Errorf("step: actor.optimizer: %w", err)
+	}
 	return nil
 }

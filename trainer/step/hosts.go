@@ -37,7 +37,9 @@ func actorOf(a ActorConfig) feed.Actor {
 // collective its ranks never join), and the followers' statistics are added to the leader's.
 func (t *Trainer) updateHosts(g *dp.Group, p *prefixtree.Packing, seqs []loss.Seq) (loss.Stats, float64, error) {
 	l := t.d.Feed
-	seq, err := l.Send(feed.Message{Kind: feed.Step, Step: &feed.StepData{Actor: actorOf(t.cfg.Actor), Packing: p, Seqs: seqs}})
+	a := t.cfg.Actor
+	a.Optimizer = t.optimizer() // the followers step with this step's scheduled rate
+	seq, err := l.Send(feed.Message{Kind: feed.Step, Step: &feed.StepData{Actor: actorOf(a), Packing: p, Seqs: seqs}})
 	if err != nil {
 		g.Abort(err)
 		return loss.Stats{}, 0, err

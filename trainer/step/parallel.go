@@ -79,7 +79,7 @@ func (t *Trainer) updateParallel(g *dp.Group, p *prefixtree.Packing, seqs []loss
 		for _, s := range perRank {
 			stats.Add(s)
 		}
-		gn, err := g.Step(t.cfg.Actor.Optimizer)
+		gn, err := g.Step(t.optimizer())
 		if err != nil {
 			return stats, 0, fmt.Errorf("optimizer step: %w", err)
 		}

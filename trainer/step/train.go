@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"tau2rl/gpu"
 	"tau2rl/gpu/dp"
 	"tau2rl/schemas"
 	"tau2rl/schemas/steplog"
@@ -83,6 +84,7 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 		return nil
 	}
 
+	lr := t.optimizer().LR
 	stats, gradNorm, err := t.update(p, b.Loss)
 	if err != nil {
 		return fmt.Errorf("step %d: %w", t.step+1, err)
@@ -104,17 +106,26 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 	}
 	elapsed := time.Since(start)
 	t.record(groups, b, p, stats, gradNorm, elapsed)
+	t.last["lr"] = lr
 	if err := steplog.Append(t.cfg.Checkpoint.Dir, steplog.Record{Kind: "grpo", Step: t.step, Version: t.version, Time: t.d.Now().UTC(), Metrics: t.last}); err != nil {
 		return fmt.Errorf("step %d: %w", t.step, err)
 	}
 	t.d.Log.Info("step", "step", t.step, "version", t.version, "groups", len(groups), "sequences", len(b.Seqs),
-		"microbatches", len(p.MicroBatches), "tree_token_ratio", p.TokenRatio(), "loss", stats.Loss,
+		"microbatches", len(p.MicroBatches), "tree_token_ratio", p.TokenRatio(), "lr", lr, "loss", stats.Loss,
 		"grad_norm", gradNorm, "entropy", stats.Entropy(), "clip_fraction", stats.ClipFraction(),
 		"behav_abs_diff", stats.BehavAbsDiff(), "behav_cap_fraction", stats.CapFraction(), "seconds", elapsed.Seconds())
 	if t.step%int64(t.cfg.Checkpoint.Every) == 0 {
 		return t.checkpoint(ctx)
 	}
 	return nil
+}
+
+// optimizer is the AdamW settings of the step being taken (index t.step): actor.optimizer with
+// its learning-rate schedule applied over max_steps (gpu.Optimizer.At). A restored trainer
+// continues the schedule at the checkpoint's step. A follower host's trainer holds the leader's
+// already scheduled settings (a constant schedule), which this returns unchanged.
+func (t *Trainer) optimizer() gpu.Optimizer {
+	return t.cfg.Actor.Optimizer.At(t.step, t.cfg.MaxSteps)
 }
 
 // update computes proximal log-probs, then for each minibatch runs forward, loss and backward
@@ -177,7 +188,7 @@ func (t *Trainer) update(p *prefixtree.Packing, seqs []loss.Seq) (loss.Stats, fl
 				return stats, 0, fmt.Errorf("backward of micro-batch %d: %w", i, err)
 			}
 		}
-		gn, err := be.Step(t.cfg.Actor.Optimizer)
+		gn, err := be.Step(t.optimizer())
 		if err != nil {
 			return stats, 0, fmt.Errorf("optimizer step: %w", err)
 		}
