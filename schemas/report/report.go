@@ -192,4 +192,7 @@ type GRPOStats struct {
 	// version view (success, groups of equal rewards, advantages, output length, failures).
 	Accounting Accounting `json:"accounting"`
 	Diagnosis  Diagnosis  `json:"diagnosis"`
+	// GPUTime is where each role's time went and the loop's throughput (gputime.go); absent
+	// when the stage left no timeline.
+	GPUTime *GPUTime `json:"gpu_time,omitempty"`
 }
