@@ -401,14 +401,49 @@ func (e *Engine) SwapWeights(ctx context.Context, w *gpu.Weights, version string
 	if err := gpu.SameArchitecture(e.mcfg, w.Config); err != nil {
 		return err
 	}
+	_, err := e.swap(ctx, "disk", func() error { return e.dec.LoadWeights(w) }, version, abortAll)
+	return err
+}
+
+// SwapWeightsIPC is SwapWeights with the weights copied from another process's CUDA IPC export
+// on the same GPU (gpu.IPCWeightLoader), and returns the time the copy took. A decoder that cannot
+// (the cpu one) refuses with gpu.ErrIPCUnsupported; a mismatched export is refused by the decoder
+// before it copies anything. Either way the old weights and their version keep serving.
+func (e *Engine) SwapWeightsIPC(ctx context.Context, x gpu.IPCExport, version string, abortAll bool) (time.Duration, error) {
+	l, ok := e.dec.(gpu.IPCWeightLoader)
+	if !ok {
+		return 0, fmt.Errorf("sampler: %T decoder: %w", e.dec, gpu.ErrIPCUnsupported)
+	}
+	return e.swap(ctx, "ipc", func() error { return l.LoadWeightsIPC(x) }, version, abortAll)
+}
+
+// IPCDevice is the UUID of the GPU the decoder runs on when it can take weights by CUDA IPC
+// (gpu.IPCWeightLoader), else an error wrapping gpu.ErrIPCUnsupported.
+func (e *Engine) IPCDevice() (string, error) {
+	l, ok := e.dec.(gpu.IPCWeightLoader)
+	if !ok {
+		return "", fmt.Errorf("sampler: %T decoder: %w", e.dec, gpu.ErrIPCUnsupported)
+	}
+	return l.DeviceUUID()
+}
+
+// swap runs load between two steps and, if it succeeds, switches to version and retracts or
+// aborts what is in flight (SwapWeights). It returns load's duration, also recorded as
+// tau2rl_sampler_weight_update_seconds{source}.
+func (e *Engine) swap(ctx context.Context, source string, load func() error, version string, abortAll bool) (time.Duration, error) {
 	var lerr error
+	var took time.Duration
 	if err := e.do(ctx, func() {
 		if e.pause != pauseHold { // a hold counts as a whole (noteHold)
 			defer func(t0 time.Time) { e.busy(PhaseWeightUpdate, time.Since(t0)) }(time.Now())
 		}
-		if lerr = e.dec.LoadWeights(w); lerr != nil {
+		t0 := time.Now()
+		lerr = load()
+		took = time.Since(t0)
+		if lerr != nil {
 			return
 		}
+		e.met.weightUpdate(source, took)
 		if version != "" {
 			e.version = version
 		}
@@ -423,9 +458,9 @@ func (e *Engine) SwapWeights(ctx context.Context, w *gpu.Weights, version string
 		e.tree.Flush()
 		e.publishStats()
 	}); err != nil {
-		return err
+		return 0, err
 	}
-	return lerr
+	return took, lerr
 }
 
 // SetVersion changes the reported weight version without touching the weights.

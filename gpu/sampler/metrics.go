@@ -24,6 +24,7 @@ type Metrics struct {
 	kvUsage, kvBlocks, cached  prometheus.Gauge
 	hitRate, tokensPerSecond   prometheus.Gauge
 	paused                     prometheus.Gauge
+	weightUpdates              *prometheus.HistogramVec
 
 	// Running sums for the hit-rate gauge and the tokens/s estimate (engine goroutine only).
 	prompt, hits float64
@@ -62,6 +63,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		hitRate:         g("prefix_cache_hit_rate", "Cached prompt tokens over prompt tokens, since start."),
 		tokensPerSecond: g("generation_tokens_per_second", "Sampled tokens per second over the last few seconds."),
 		paused:          g("paused", "1 while generation is paused."),
+		weightUpdates: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "tau2rl", Subsystem: "sampler", Name: "weight_update_seconds",
+			Help:    "Time to put new weights into the decoder, by source: disk (host-to-device upload of a checkpoint already read) or ipc (device-to-device copy from the trainer's buffer).",
+			Buckets: prometheus.ExponentialBuckets(1e-4, 2, 20)}, []string{"source"}),
 	}
 	set := metrics.NewSet(reg)
 	m.promptTokens, m.cachedTokens = metrics.Add(set, m.promptTokens), metrics.Add(set, m.cachedTokens)
@@ -77,6 +81,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.kvUsage, m.kvBlocks, m.cached = metrics.Add(set, m.kvUsage), metrics.Add(set, m.kvBlocks), metrics.Add(set, m.cached)
 	m.hitRate, m.tokensPerSecond = metrics.Add(set, m.hitRate), metrics.Add(set, m.tokensPerSecond)
 	m.paused = metrics.Add(set, m.paused)
+	m.weightUpdates = metrics.Add(set, m.weightUpdates)
 	if err := set.Err(); err != nil {
 		return nil, fmt.Errorf("sampler: %w", err)
 	}
@@ -128,6 +133,12 @@ func (m *Metrics) stepped(d time.Duration, tokens, generated int) {
 	if el := now.Sub(m.rateStart); el >= 2*time.Second {
 		m.tokensPerSecond.Set(float64(m.rateTokens) / el.Seconds())
 		m.rateStart, m.rateTokens = now, 0
+	}
+}
+
+func (m *Metrics) weightUpdate(source string, d time.Duration) {
+	if m != nil {
+		m.weightUpdates.WithLabelValues(source).Observe(d.Seconds())
 	}
 }
 

@@ -183,3 +183,58 @@ func (s *Server) finishWeightUpdate(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, protocol.ControlResponse{Message: "Weight update finished"})
 }
+
+// updateWeightsFromIPC is tau2rl's POST /update_weights_from_ipc (docs/INFERENCE.md): the
+// trainer on the same GPU sends the CUDA IPC handle of its bf16 weight buffer and the tensors in
+// it; the decoder maps the buffer (once per handle) and copies the tensors device to device
+// between two steps, under the same pause/retract/version discipline as a reload from disk. A
+// backend that cannot (cpu) answers 501 naming the disk path; a malformed request or one that
+// does not fit the served model (names, shapes, dtype, another GPU) 400, with the old weights
+// and their version still serving.
+func (s *Server) updateWeightsFromIPC(w http.ResponseWriter, r *http.Request) {
+	fail := func(status int, msg string) {
+		writeJSON(w, status, protocol.UpdateWeightsResponse{Success: new(bool), Message: msg, NumPausedRequests: 0})
+	}
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	if _, err := s.eng.IPCDevice(); err != nil {
+		fail(http.StatusNotImplemented, "this tau2-sampler cannot take weights by CUDA IPC ("+err.Error()+
+			"); reload it from a checkpoint with POST /update_weights_from_disk (the trainer's reload.mode=disk)")
+		return
+	}
+	req, handle, err := protocol.DecodeUpdateWeightsFromIPCRequest(body)
+	if err != nil {
+		fail(http.StatusBadRequest, err.Error())
+		return
+	}
+	x := gpu.IPCExport{Handle: handle, Device: req.Device, TotalBytes: req.TotalBytes, Tensors: make([]gpu.IPCTensor, len(req.Tensors))}
+	for i, t := range req.Tensors {
+		shape := make([]int, len(t.Shape))
+		for j, d := range t.Shape {
+			shape[j] = int(d)
+		}
+		x.Tensors[i] = gpu.IPCTensor{Name: t.Name, DType: gpu.DType(t.DType), Shape: shape, Offset: t.OffsetBytes}
+	}
+	version := ""
+	if req.WeightVersion != nil {
+		version = *req.WeightVersion
+	}
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	paused := s.eng.Stats().Running
+	took, err := s.eng.SwapWeightsIPC(r.Context(), x, version, req.AbortAllRequests)
+	if err != nil {
+		fail(http.StatusBadRequest, "Failed to update weights by CUDA IPC: "+err.Error()+". The old weights keep serving.")
+		return
+	}
+	ms := float64(took.Microseconds()) / 1000
+	s.log.Info("weights updated by cuda ipc", "device", req.Device, "bytes", req.TotalBytes, "version", s.eng.Stats().Version, "ms", ms)
+	msg := fmt.Sprintf("Succeeded to update model weights by CUDA IPC in %.1f ms.", ms)
+	if version != "" {
+		msg += " Weight version updated to " + version + "."
+	}
+	ok = true
+	writeJSON(w, http.StatusOK, protocol.UpdateWeightsResponse{Success: &ok, Message: msg, NumPausedRequests: paused})
+}

@@ -59,6 +59,9 @@ type Server struct {
 	staged    *gpu.Weights // weights loaded by /update_weights, applied by /finish_weight_update
 	failed    []string     // /update_weights failures of the open session: finish_weight_update refuses to relabel
 	loadMu    sync.Mutex
+	// gpuUUID is the GPU the decoder runs on when it takes weights by CUDA IPC ("" otherwise):
+	// /get_model_info's gpu_uuid, by which a trainer on the same GPU chooses IPC over disk.
+	gpuUUID string
 }
 
 // New returns a server for eng.
@@ -70,7 +73,13 @@ func New(eng *sampler.Engine, opts Options) *Server {
 		opts.LoadWeights = gpu.LoadWeights
 	}
 	opts.Log = logs.OrDiscard(opts.Log)
-	return &Server{eng: eng, opts: opts, log: opts.Log, modelPath: opts.ModelPath}
+	s := &Server{eng: eng, opts: opts, log: opts.Log, modelPath: opts.ModelPath}
+	if uuid, err := eng.IPCDevice(); err == nil {
+		s.gpuUUID = uuid
+	} else if !errors.Is(err, gpu.ErrIPCUnsupported) {
+		s.log.Warn("GPU UUID unknown: trainers will reload this sampler from disk, not by CUDA IPC", "err", err)
+	}
+	return s
 }
 
 // SetDraining makes health checks answer 503 and new generation requests 503 with Retry-After,
@@ -117,6 +126,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /server_info", s.serverInfo)
 	mux.HandleFunc("POST /abort_request", s.abortRequest)
 	mux.HandleFunc("POST /update_weights_from_disk", s.updateWeightsFromDisk)
+	mux.HandleFunc("POST /update_weights_from_ipc", s.updateWeightsFromIPC) // tau2rl's own (docs/INFERENCE.md)
 	mux.HandleFunc("POST /update_weight_version", s.updateWeightVersion)
 	mux.HandleFunc("POST /pause_generation", s.pauseGeneration)
 	mux.HandleFunc("POST /continue_generation", s.continueGeneration)
@@ -244,7 +254,7 @@ func (s *Server) modelInfo(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, protocol.ModelInfo{
 		ModelPath: s.currentModelPath(), TokenizerPath: s.opts.TokenizerPath, IsGeneration: true,
 		WeightVersion: st.Version, ModelType: mc.ModelType, Architectures: mc.Architectures,
-		ServedModelName: s.opts.ModelName, ContextLength: s.eng.ContextLength(),
+		ServedModelName: s.opts.ModelName, ContextLength: s.eng.ContextLength(), GPUUUID: s.gpuUUID,
 	})
 }
 
