@@ -33,7 +33,9 @@ func TestUpdateWeightsFromIPCValidate(t *testing.T) {
 			r.Tensors = append(r.Tensors, IPCTensor{Name: "x", DType: "float32", Shape: []int64{0}, OffsetBytes: r.TotalBytes})
 		}, ""},
 		{"handle not base64", func(r *UpdateWeightsFromIPCRequest) { r.IPCHandle = "!!" }, "base64"},
-		{"handle short", func(r *UpdateWeightsFromIPCRequest) { r.IPCHandle = base64.StdEncoding.EncodeToString(make([]byte, 63)) }, "63 bytes"},
+		{"handle short", func(r *UpdateWeightsFromIPCRequest) {
+			r.IPCHandle = base64.StdEncoding.EncodeToString(make([]byte, 63))
+		}, "63 bytes"},
 		{"no device", func(r *UpdateWeightsFromIPCRequest) { r.Device = "" }, "device"},
 		{"no tensors", func(r *UpdateWeightsFromIPCRequest) { r.Tensors = nil }, "no tensors"},
 		{"no total", func(r *UpdateWeightsFromIPCRequest) { r.TotalBytes = 0 }, "total_bytes"},
