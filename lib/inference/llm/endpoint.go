@@ -341,6 +341,10 @@ func (e *Endpoint) attempt(ctx context.Context, method, url string, body []byte,
 		return r, "", nil
 	case res.StatusCode == http.StatusTooManyRequests:
 		return r, "status_429", fmt.Errorf("HTTP %d", res.StatusCode)
+	case res.StatusCode == http.StatusNotImplemented:
+		// Permanent: the server lacks the endpoint or feature (tau2-sampler's
+		// /update_weights_from_ipc on a cpu backend); retrying cannot help.
+		return r, "", fmt.Errorf("HTTP %d", res.StatusCode)
 	case res.StatusCode >= 500:
 		return r, "status_5xx", fmt.Errorf("HTTP %d", res.StatusCode)
 	default:

@@ -81,6 +81,7 @@ type Server struct {
 	version   string
 	modelPath string
 	counts    map[string]int
+	ipcGPU    string // ServeIPC: the GPU UUID /model_info reports; "" = no IPC endpoint
 	vllm      struct {
 		paused, updating bool
 		path             string
@@ -158,6 +159,12 @@ func (s *Server) push(n int, f fault) {
 // SetLatency delays every request by d (0 to stop).
 func (s *Server) SetLatency(d time.Duration) { s.mu.Lock(); s.latency = d; s.mu.Unlock() }
 
+// ServeIPC makes the server behave like a tau2-sampler on GPU gpuUUID: /model_info reports it as
+// gpu_uuid and POST /update_weights_from_ipc accepts a valid request for that GPU (recording
+// its weight_version; there are no weights to copy). Without it the endpoint answers 404, as
+// SGLang and vLLM do, and gpu_uuid is absent.
+func (s *Server) ServeIPC(gpuUUID string) { s.mu.Lock(); s.ipcGPU = gpuUUID; s.mu.Unlock() }
+
 // SetHealthy switches /health between 200 and 503.
 func (s *Server) SetHealthy(ok bool) { s.mu.Lock(); s.unhealthy = !ok; s.mu.Unlock() }
 
@@ -182,6 +189,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PUT /generate", s.withFaults(s.generate))
 	mux.HandleFunc("POST /v1/completions", s.withFaults(s.completions))
 	mux.HandleFunc("POST /update_weights_from_disk", s.withFaults(s.updateWeightsFromDisk))
+	mux.HandleFunc("POST /update_weights_from_ipc", s.withFaults(s.updateWeightsFromIPC))
 	for _, p := range []string{"/pause", "/resume", "/start_weight_update", "/update_weights", "/finish_weight_update"} {
 		mux.HandleFunc("POST "+p, s.withFaults(s.vllmReload))
 	}
@@ -273,7 +281,7 @@ func (s *Server) modelInfo(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	writeJSON(w, http.StatusOK, protocol.ModelInfo{ModelPath: s.modelPath, IsGeneration: true, WeightVersion: s.version,
-		ModelType: "qwen3", Architectures: []string{"Qwen3ForCausalLM"}})
+		ModelType: "qwen3", Architectures: []string{"Qwen3ForCausalLM"}, GPUUUID: s.ipcGPU})
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {

@@ -211,6 +211,39 @@ func (s *Server) updateWeightsFromDisk(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, protocol.UpdateWeightsResponse{Success: &success, Message: msg, NumPausedRequests: 0})
 }
 
+// updateWeightsFromIPC serves tau2rl's POST /update_weights_from_ipc after ServeIPC, and 404
+// (an unknown route, SGLang's answer) before.
+func (s *Server) updateWeightsFromIPC(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	gpu := s.ipcGPU
+	s.mu.Unlock()
+	if gpu == "" {
+		http.NotFound(w, r)
+		return
+	}
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	req, _, err := protocol.DecodeUpdateWeightsFromIPCRequest(body)
+	if err == nil && req.Device != gpu {
+		err = fmt.Errorf("the weights are on GPU %s, this server runs on %s", req.Device, gpu)
+	}
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, protocol.UpdateWeightsResponse{Success: new(bool), Message: "Failed to update weights by CUDA IPC: " + err.Error(), NumPausedRequests: 0})
+		return
+	}
+	s.mu.Lock()
+	msg := "Succeeded to update model weights by CUDA IPC."
+	if req.WeightVersion != nil {
+		s.version = *req.WeightVersion
+		msg += " Weight version updated to " + *req.WeightVersion + "."
+	}
+	s.mu.Unlock()
+	success := true
+	writeJSON(w, http.StatusOK, protocol.UpdateWeightsResponse{Success: &success, Message: msg, NumPausedRequests: 0})
+}
+
 // vllmReload serves vLLM's dev-mode weight-transfer sequence with the
 // shared-disk backend: /pause, /start_weight_update, /update_weights,
 // /finish_weight_update, /resume (docs/INFERENCE.md §4), enforcing its
