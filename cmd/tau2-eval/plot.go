@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"gonum.org/v1/plot/vg"
 
@@ -24,7 +25,10 @@ type plotConfig struct {
 	// Report is a tau2-run experiment report.json, drawn instead of an archive: the reward per
 	// policy version (from its per-version count, mean and standard deviation, the same band),
 	// pass^k before and after GRPO, and the mismatch; the baseline defaults to the
-	// demonstrator's success. For a run whose archive stayed on a rented GPU machine.
+	// demonstrator's success. For a run whose archive stayed on a rented GPU machine. Several
+	// report.json files separated by commas (report=a.json,b.json,c.json: runs of one recipe
+	// with different seeds) are drawn together instead (figures.DrawRuns): runs_reward, runs_passk
+	// and runs_summary.{json,md}.
 	Report string `yaml:"report"`
 	// Filter selects trajectories (tau2-replay's filters).
 	Filter dataset.Filter `yaml:"filter"`
@@ -47,6 +51,7 @@ type plotConfig struct {
 
 const plotUsage = `tau2-eval plot dataset=DIR [steps=CHECKPOINT_DIR/steps.jsonl] out=figures [key=value …]
 tau2-eval plot report=RUN_DIR/report.json out=figures [key=value …]
+tau2-eval plot report=RUN1/report.json,RUN2/report.json,… out=figures [key=value …]
 
 Draws a training run's curves from the archive (the archiver's Parquet dataset or a release;
 filter.* as in tau2-replay) and the trainer's per-step log (steps.jsonl in its checkpoint
@@ -62,9 +67,18 @@ directory), each as PNG and SVG in out/:
 With report= (a tau2-run experiment's report.json, no archive needed): reward, passk (before
 and after GRPO) and mismatch; baseline defaults to the demonstrator's success.
 
+With several reports separated by commas (runs of one recipe, e.g. with different seeds):
+  runs_reward          each run's mean reward per policy version (one line per run, labelled
+                       "seed N · RUN_DIR"), the mean across runs with the min–max band, and the
+                       demonstrators' mean success as a line (or baseline=)
+  runs_passk           pass^1 and pass^max_k before and after GRPO, grouped per run
+  runs_summary.json    per run pass^1 and pass^max_k before/after, and their mean, min and max
+  runs_summary.md      the same as a markdown table
+
 Examples:
   tau2-eval plot dataset=data/trajectories steps=checkpoints baseline=0.4 out=figures
-  tau2-eval plot report=run/20261125-182316/report.json out=docs/figures/learning`
+  tau2-eval plot report=run/20261125-182316/report.json out=docs/figures/learning
+  tau2-eval plot report=run/a/report.json,run/b/report.json,run/c/report.json out=docs/figures/learning/seeds`
 
 func plotMain(args []string) {
 	cfg := defaultPlotConfig()
@@ -104,6 +118,9 @@ func runPlot(ctx context.Context, cfg *plotConfig, out io.Writer) error {
 		head     string
 		err      error
 	)
+	if reports := reportPaths(cfg.Report); len(reports) > 1 {
+		return plotRuns(cfg, reports, baseline, out)
+	}
 	if cfg.Report != "" {
 		var demo *float64
 		in, demo, head, err = figures.FromReport(cfg.Report, cfg.MaxK)
@@ -120,6 +137,43 @@ func runPlot(ctx context.Context, cfg *plotConfig, out io.Writer) error {
 		Width: vg.Length(cfg.WidthCM) * vg.Centimeter, Height: vg.Length(cfg.HeightCM) * vg.Centimeter})
 	if err != nil {
 		return err
+	}
+	fmt.Fprintln(out, head)
+	for _, f := range files {
+		fmt.Fprintln(out, "wrote", f)
+	}
+	return nil
+}
+
+// reportPaths splits report= at commas (empty parts, from a trailing comma, are dropped).
+func reportPaths(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// plotRuns draws several runs' report.json files on the same figures (figures.DrawRuns).
+func plotRuns(cfg *plotConfig, reports []string, baseline *float64, out io.Writer) error {
+	runs, err := figures.FromReports(reports, cfg.MaxK)
+	if err != nil {
+		return err
+	}
+	files, err := figures.DrawRuns(cfg.Out, runs, cfg.MaxK, figures.Options{Formats: cfg.Formats, Baseline: baseline, Title: cfg.Title,
+		Width: vg.Length(cfg.WidthCM) * vg.Centimeter, Height: vg.Length(cfg.HeightCM) * vg.Centimeter})
+	if err != nil {
+		return err
+	}
+	s := figures.Summarize(runs, cfg.MaxK)
+	head := fmt.Sprintf("%d runs", len(runs))
+	if s.Pass1After.Runs > 0 {
+		head += fmt.Sprintf(": pass^1 after GRPO mean %.3f (min %.3f, max %.3f)", s.Pass1After.Mean, s.Pass1After.Min, s.Pass1After.Max)
+	}
+	if s.PassKAfter.Runs > 0 {
+		head += fmt.Sprintf(", pass^%d mean %.3f (min %.3f, max %.3f)", s.K, s.PassKAfter.Mean, s.PassKAfter.Min, s.PassKAfter.Max)
 	}
 	fmt.Fprintln(out, head)
 	for _, f := range files {
