@@ -33,7 +33,9 @@ advantages, packs the step's LLM calls into prefix trees, and runs the decoupled
 model backend. Every checkpoint.every steps it saves checkpoints/v<N>/ (Hugging Face safetensors,
 optimizer.safetensors with the AdamW state, trainer_state.json; atomically), commits the offsets
 that checkpoint covers, reloads the inference servers (reload.backend) and publishes policy
-version N. It issues rollout requests itself so
+version N. reload.mode=auto (default) sends the weights by CUDA IPC to a tau2-sampler on the
+trainer's GPU (backend=cuda, /update_weights_from_ipc: no disk round trip) and reloads every other
+server from the checkpoint; disk and ipc force one path. It issues rollout requests itself so
 in-flight work never runs more than max_head_offpolicyness versions ahead (admission.*).
 
 It resumes from the newest readable checkpoint in checkpoint.dir, optimizer state included, so the
@@ -78,6 +80,12 @@ type ReloadConfig struct {
 	Model string `yaml:"model"`
 	// Endpoints are the servers (base_url, api_key, timeouts, retries).
 	Endpoints []llm.EndpointConfig `yaml:"endpoints"`
+	// Mode is how the weights reach an SGLang-protocol server: "disk" (the checkpoint just
+	// written, /update_weights_from_disk), "ipc" (tau2-sampler on the trainer's GPU: a CUDA IPC
+	// handle of the trainer's bf16 weights, /update_weights_from_ipc, no disk round trip) or
+	// "auto" (default: ipc for each server that reports the trainer's GPU in /model_info, disk
+	// for the others; logged per server). vLLM servers always reload from disk.
+	Mode string `yaml:"mode"`
 }
 
 // Config is the trainer's configuration. The training keys (batch_size, max_head_offpolicyness,
@@ -114,7 +122,7 @@ func DefaultConfig() Config {
 		Model:         topology.Model{Seed: 1},
 		Kafka:         tkafka.DefaultConfig(),
 		ConsumerGroup: kafkaio.DefaultGroup,
-		Reload:        ReloadConfig{Backend: "none"},
+		Reload:        ReloadConfig{Backend: "none", Mode: llm.ReloadAuto},
 		Config:        step.DefaultConfig(),
 	}
 }
@@ -143,6 +151,11 @@ func (c *Config) Validate() error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("reload.backend %q: want none, sglang or vllm", c.Reload.Backend))
+	}
+	if err := llm.ValidateReloadMode(c.Reload.Mode); err != nil {
+		errs = append(errs, err)
+	} else if c.Reload.Mode == llm.ReloadIPC && c.Reload.Backend == llm.BackendVLLM {
+		errs = append(errs, errors.New("reload.mode=ipc: vLLM servers reload from disk only (reload.mode=disk or auto)"))
 	}
 	errs = append(errs, c.Model.Validate())
 	return errors.Join(errs...)
@@ -286,6 +299,9 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config) (err error) {
 	case llm.BackendSGLang, llm.BackendVLLM:
 		_, reloader, err := llm.NewPolicy(llm.PolicyConfig{Backend: cfg.Reload.Backend, Model: cfg.Reload.Model, Endpoints: cfg.Reload.Endpoints}, rt.Registry)
 		if err != nil {
+			return err
+		}
+		if reloader, err = withReloadMode(reloader, cfg.Reload.Mode, be, rt.Log); err != nil {
 			return err
 		}
 		d.Reloader = reloader
