@@ -7,7 +7,10 @@
 //   - passk: pass^k for k = 1..K per domain (τ²'s estimator, tau2/evaluator);
 //   - throughput: generated tokens per minute and episodes per minute (by episode end time);
 //   - mismatch: per trainer step, the mean |behaviour − proximal| log-prob and the fraction of
-//     tokens masked by behav_imp_weight_cap (the train/inference mismatch).
+//     tokens masked by behav_imp_weight_cap (the train/inference mismatch);
+//   - gputime: the GRPO stage's timeline (gputime.jsonl), one row per sampler and the trainer
+//     filled with each phase's share of the time, and each GPU's nvidia-smi utilisation
+//     (timeline.go).
 //
 // The series are computed by pure functions (tested on their own); Draw only renders them.
 package figures
@@ -197,6 +200,8 @@ type Input struct {
 	// Tasks are the GRPO episodes' success per task and policy version (schemas/report's
 	// Diagnosis cells): the tasks_versions heat map.
 	Tasks []report.Cell
+	// Timeline is the GRPO stage's gputime.jsonl: the gputime figure (timeline.go).
+	Timeline []report.TimelineSample
 }
 
 // Draw writes every figure of in to dir (created) in every format and returns the paths.
@@ -255,6 +260,10 @@ func Draw(dir string, in Input, o Options) ([]string, error) {
 	}
 	hm, err := taskHeatmap(in.Tasks, o)
 	if err := add("tasks_versions", hm, err); err != nil {
+		return nil, err
+	}
+	tp, err := timelinePlot(in.Timeline, o)
+	if err := add("gputime", tp, err); err != nil {
 		return nil, err
 	}
 	var files []string

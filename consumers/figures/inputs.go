@@ -73,6 +73,11 @@ func FromReport(path string, maxK int) (Input, *float64, string, error) {
 	if err != nil {
 		return in, nil, "", fmt.Errorf("plot: %s: %w", path, err)
 	}
+	var r report.Report
+	_ = json.Unmarshal(b, &r) // ParseReport parsed it
+	if in.Timeline, err = timelineFromReport(path, &r); err != nil {
+		return in, nil, "", err
+	}
 	first, last := in.Reward[0], in.Reward[len(in.Reward)-1]
 	return in, demo, fmt.Sprintf("report %s: %d policy versions, mean reward v%.0f %.3f → v%.0f %.3f",
 		path, len(in.Reward), first.X, first.Y, last.X, last.Y), nil
