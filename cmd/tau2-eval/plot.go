@@ -34,6 +34,9 @@ type plotConfig struct {
 	Filter dataset.Filter `yaml:"filter"`
 	// Steps is the trainer's steps.jsonl (or its checkpoint directory), for the mismatch figure.
 	Steps string `yaml:"steps"`
+	// Timeline is a tau2-run GRPO stage's gputime.jsonl, for the gputime figure. With report=
+	// it defaults to the one the report names, or gputime.jsonl beside the report.
+	Timeline string `yaml:"timeline"`
 	// Out is the directory the figures are written to. Default "figures".
 	Out string `yaml:"out"`
 	// Formats are png and/or svg. Default both.
@@ -63,6 +66,10 @@ directory), each as PNG and SVG in out/:
   episodes_per_minute  episodes per minute
   mismatch             per trainer step: mean |behaviour − proximal| log-prob and the fraction of
                        tokens masked by behav_imp_weight_cap (needs steps=)
+  gputime              the GRPO stage's timeline: per sampler and trainer the share of each
+                       interval spent per phase (decode, prefill, train, weight sync, …), and
+                       each GPU's nvidia-smi utilisation (needs timeline=RUN_DIR/gputime.jsonl;
+                       with report=, the run's own)
 
 With report= (a tau2-run experiment's report.json, no archive needed): reward, passk (before
 and after GRPO) and mismatch; baseline defaults to the demonstrator's success.
@@ -132,6 +139,11 @@ func runPlot(ctx context.Context, cfg *plotConfig, out io.Writer) error {
 	}
 	if err != nil {
 		return err
+	}
+	if cfg.Timeline != "" {
+		if in.Timeline, err = figures.ReadTimelineFile(cfg.Timeline); err != nil {
+			return err
+		}
 	}
 	files, err := figures.Draw(cfg.Out, in, figures.Options{Formats: cfg.Formats, Baseline: baseline, Title: cfg.Title,
 		Width: vg.Length(cfg.WidthCM) * vg.Centimeter, Height: vg.Length(cfg.HeightCM) * vg.Centimeter})

@@ -68,6 +68,7 @@ func TestPlot(t *testing.T) {
 	cfg := defaultPlotConfig()
 	base := 0.3
 	cfg.Dataset, cfg.Steps, cfg.Out, cfg.Baseline = src, ckpt, out, &base
+	cfg.Timeline = "../../consumers/figures/testdata/gputime.jsonl"
 	var stdout bytes.Buffer
 	if err := runPlot(context.Background(), &cfg, &stdout); err != nil {
 		t.Fatal(err)
@@ -81,6 +82,7 @@ func TestPlot(t *testing.T) {
 		"tokens_per_minute":   {"generated tokens", "tokens / minute"},
 		"episodes_per_minute": {"episodes", "episodes / minute"},
 		"mismatch":            {"mean |behaviour − proximal|", "fraction masked by the weight cap"},
+		"gputime":             {"decode", "weight_sync", "GPU utilisation (nvidia-smi)", "sampler 127.0.0.1:9001", "wall time of the GRPO stage (s)"},
 	}
 	for name, want := range series {
 		f, err := os.Open(filepath.Join(out, name+".png"))
