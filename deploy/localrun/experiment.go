@@ -440,6 +440,8 @@ func (e *experiment) grpo(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	tl := e.startGPUTime(tr, prod) // gputime.jsonl, report.json's grpo.gpu_time (gputime.go)
+	defer func() { _ = tl.stop() }()
 	var lastLine string
 	stall := newStallWatch(time.Now())
 	for {
@@ -480,6 +482,7 @@ func (e *experiment) grpo(ctx context.Context) error {
 		}
 	}
 	e.rep.GRPO.WallSeconds = time.Since(t0).Seconds()
+	_ = tl.stop() // the loop's span only; finishGPUTime reports a write error
 	if recs, _ := steplog.Read(ckpt); len(recs) == 0 {
 		e.rep.GRPO.NoStepReason = noStepReason(tr, e.cfg.BatchSize)
 	}
@@ -490,7 +493,10 @@ func (e *experiment) grpo(ctx context.Context) error {
 		return err
 	}
 	_ = e.stopProc(tr, 10*time.Second)
-	return e.grpoStats(ctx, ds, ckpt)
+	if err := e.grpoStats(ctx, ds, ckpt); err != nil {
+		return err
+	}
+	return e.finishGPUTime(tl)
 }
 
 func (e *experiment) grpoStats(ctx context.Context, ds, ckpt string) error {
@@ -596,6 +602,9 @@ func (e *experiment) figures(ctx context.Context) error {
 	if e.rep.GRPO.StepsLog != "" { // none when GRPO took no step: no mismatch figure then
 		args = append(args, "steps="+e.rep.GRPO.StepsLog)
 	}
+	if g := e.rep.GRPO.GPUTime; g != nil {
+		args = append(args, "timeline="+g.Timeline)
+	}
 	text, err := e.oneShot(ctx, "plot", "tau2-eval", args...)
 	if err != nil {
 		if strings.Contains(text, "unknown command") {
@@ -642,6 +651,7 @@ func (e *experiment) writeReport() error {
 	}
 	writeAccounting(&s, r.GRPO.Accounting)
 	writeDiagnosis(&s, r.GRPO.Diagnosis)
+	writeGPUTime(&s, r.GRPO.GPUTime)
 	fmt.Fprintf(&s, "\nTrain/inference log-prob mismatch per step (mean |behaviour − proximal|, fraction capped): %s %s\n", rounded(r.GRPO.MeanAbsDiff), rounded(r.GRPO.CapFraction))
 	for _, f := range r.Figures {
 		if rel, err := filepath.Rel(e.dir, f); err == nil && strings.HasSuffix(f, ".png") { // SVGs sit beside them
