@@ -68,9 +68,14 @@ func (r *RolloutRequest) Validate() error {
 // "policy"): producers reload servers and use it for staleness checks.
 type PolicyVersion struct {
 	Version int64 `json:"version"`
-	// CheckpointPath is the directory of the HF-format safetensors checkpoint.
+	// CheckpointPath is the directory of the HF-format safetensors checkpoint; empty when
+	// InMemory.
 	CheckpointPath string    `json:"checkpoint_path"`
 	Time           time.Time `json:"time"`
+	// InMemory: the servers took this version straight from the trainer's memory (CUDA IPC,
+	// the trainer's reload.mode) after a step without a checkpoint (checkpoint.every > 1), so no
+	// checkpoint holds it.
+	InMemory bool `json:"in_memory,omitempty"`
 }
 
 // Validate checks a policy-version announcement.
@@ -78,7 +83,7 @@ func (p *PolicyVersion) Validate() error {
 	if p.Version < 0 {
 		return fmt.Errorf("schemas: policy version: negative version %d", p.Version)
 	}
-	if p.CheckpointPath == "" {
+	if p.CheckpointPath == "" && !p.InMemory {
 		return fmt.Errorf("schemas: policy version %d: empty checkpoint_path", p.Version)
 	}
 	return nil

@@ -83,6 +83,7 @@ func TestControlFraming(t *testing.T) {
 		{&RolloutRequest{RequestID: "r1", TaskID: "12", Domain: "airline", Split: "train", GroupSize: 8, PolicyVersion: 7,
 			StaleAfterVersion: &stale, Sampling: SamplingParams{Temperature: 1, TopP: 1, MaxTokens: 512}, IssuedAt: at}, &RolloutRequest{}, "12"},
 		{&PolicyVersion{Version: 3, CheckpointPath: "/ckpt/3", Time: at}, &PolicyVersion{}, PolicyVersionKey},
+		{&PolicyVersion{Version: 4, Time: at, InMemory: true}, &PolicyVersion{}, PolicyVersionKey},
 		{&InfraError{TaskID: "12", TrajectoryID: "t1", Stage: "policy_llm", Error: "connection refused", Time: at}, &InfraError{}, "12"},
 		{&DeadLetter{Topic: "trajectories", Partition: 2, Offset: 99, Key: []byte("12"), Value: []byte{0, 1, 255},
 			Headers: map[string]string{"a": "b"}, Consumer: "archiver", Error: "bad", Time: at}, &DeadLetter{}, "12"},
@@ -136,6 +137,24 @@ func TestStalenessRule(t *testing.T) {
 		}
 		if got, want := TooStale(tc.from, tc.latest, tc.maxOff), tc.latest > after; got != want {
 			t.Errorf("%+v: TooStale %v, want %v", tc, got, want)
+		}
+	}
+}
+
+// TestPolicyVersionPath: a version needs its checkpoint's path unless the servers took it from
+// the trainer's memory (in_memory, CUDA IPC between checkpoints).
+func TestPolicyVersionPath(t *testing.T) {
+	for _, tc := range []struct {
+		pv PolicyVersion
+		ok bool
+	}{
+		{PolicyVersion{Version: 1, CheckpointPath: "/ckpt/v1"}, true},
+		{PolicyVersion{Version: 2, InMemory: true}, true},
+		{PolicyVersion{Version: 3}, false},
+		{PolicyVersion{Version: -1, InMemory: true}, false},
+	} {
+		if err := tc.pv.Validate(); (err == nil) != tc.ok {
+			t.Errorf("%+v: Validate() = %v, want ok=%v", tc.pv, err, tc.ok)
 		}
 	}
 }

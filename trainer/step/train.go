@@ -117,6 +117,9 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 	if t.step%int64(t.cfg.Checkpoint.Every) == 0 {
 		return t.checkpoint(ctx)
 	}
+	if r, ok := t.d.Reloader.(MemoryReloader); ok && r.ReloadsFromMemory() {
+		t.announce(ctx, "") // no checkpoint this step: the servers take the weights from memory
+	}
 	return nil
 }
 
@@ -311,8 +314,8 @@ func (t *Trainer) checkpoint(ctx context.Context) error {
 	return nil
 }
 
-// announce asks the inference servers to load the checkpoint at path, then publishes its
-// version, in that order: a version is published only once the servers serve it. Failures are
+// announce asks the inference servers to load the checkpoint at path (or, with path "", the
+// backend's weights from memory: MemoryReloader), then publishes its version, in that order: a version is published only once the servers serve it. Failures are
 // logged and counted, not fatal: the servers keep their weights and the next checkpoint (or
 // restart) announces again.
 func (t *Trainer) announce(ctx context.Context, path string) {
@@ -330,7 +333,7 @@ func (t *Trainer) announce(ctx context.Context, path string) {
 	}
 	if t.d.Versions != nil {
 		defer t.phase("publish", time.Now())
-		pv := schemas.PolicyVersion{Version: t.version, CheckpointPath: path, Time: t.d.Now().UTC()}
+		pv := schemas.PolicyVersion{Version: t.version, CheckpointPath: path, Time: t.d.Now().UTC(), InMemory: path == ""}
 		if err := t.d.Versions.PublishVersion(ctx, pv); err != nil {
 			t.d.Metrics.PublishErrors.Inc()
 			t.d.Log.Error("policy version not published", "version", t.version, "err", err)

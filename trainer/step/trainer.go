@@ -63,6 +63,16 @@ type Reloader interface {
 	LoadWeights(ctx context.Context, path string, version int64) error
 }
 
+// MemoryReloader is a Reloader that may send the weights straight from the backend's memory
+// (lib/inference/llm's reload.mode on CUDA IPC). While ReloadsFromMemory reports true (every server
+// it reloads takes the weights so), the trainer also reloads after steps without a checkpoint,
+// with an empty path, and publishes those versions as in_memory: the servers follow every step
+// while checkpoints are written only every checkpoint.every steps, for recovery.
+type MemoryReloader interface {
+	Reloader
+	ReloadsFromMemory() bool
+}
+
 // VersionPublisher announces a new policy version (the compacted policy-versions topic).
 type VersionPublisher interface {
 	PublishVersion(ctx context.Context, v schemas.PolicyVersion) error

@@ -204,3 +204,19 @@ func WithReloadMode(r Reloader, mode string, src IPCSource, log *slog.Logger) (R
 	}
 	return wrap(r)
 }
+
+// ReloadsFromMemory reports whether this server now takes the weights by CUDA IPC, so a reload
+// needs no checkpoint (the trainer's MemoryReloader). An auto reloader decides at its first
+// reload, which the trainer makes with a checkpoint.
+func (r *ModeReloader) ReloadsFromMemory() bool { return r.Chosen() == ReloadIPC }
+
+// ReloadsFromMemory reports whether every server reloads from memory (a mix keeps them all on the
+// checkpoints, so every server serves the same versions).
+func (m MultiReloader) ReloadsFromMemory() bool {
+	for _, r := range m {
+		if x, ok := r.(interface{ ReloadsFromMemory() bool }); !ok || !x.ReloadsFromMemory() {
+			return false
+		}
+	}
+	return len(m) > 0
+}
