@@ -224,6 +224,7 @@ func sampleOf(role, name string, body []byte) (report.TimelineSample, error) {
 func (t *timeline) readSMI(ctx context.Context, smi string) {
 	cmd := exec.CommandContext(ctx, smi, "--query-gpu="+smiQuery, "--format=csv,noheader,nounits",
 		"--loop-ms="+strconv.Itoa(int(smiEvery.Milliseconds())))
+	cmd.WaitDelay = time.Second // a child holding stdout open does not hold the stage
 	out, err := cmd.StdoutPipe()
 	if err == nil {
 		err = cmd.Start()
