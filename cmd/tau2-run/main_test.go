@@ -18,6 +18,7 @@ import (
 	"tau2rl/lib/proc"
 	"tau2rl/schemas"
 	"tau2rl/schemas/dataset"
+	"tau2rl/schemas/report"
 )
 
 // TestPipelineEndToEnd is `make run` on the mock domain: the real binaries, each its own
@@ -55,6 +56,9 @@ func TestPipelineEndToEnd(t *testing.T) {
 	// (which SIGTERM would have had to wait for).
 	if !regexp.MustCompile(`checkpoints in .*: v1\n`).MatchString(text) {
 		t.Error("the trainer wrote no checkpoint, or more than steps=1")
+	}
+	if !regexp.MustCompile(`GPU time \(.*gputime\.jsonl\): [0-9.]+ episodes/s.*trainer trainer idle \d+%`).MatchString(text) {
+		t.Error("no GPU time line (the trainer's and producer's timeline)")
 	}
 }
 
@@ -143,9 +147,10 @@ func TestExperimentCPU(t *testing.T) {
 				t.Errorf("grpo: %+v", rep.GRPO)
 			case rep.GRPO.NoStepReason != "":
 				t.Errorf("no-step reason after a step: %q", rep.GRPO.NoStepReason)
-			case len(rep.Figures) != 12: // reward, passk, tokens and episodes per minute, mismatch, tasks × versions; PNG and SVG
+			case len(rep.Figures) != 14: // reward, passk, tokens and episodes per minute, mismatch, tasks × versions, gputime; PNG and SVG
 				t.Errorf("figures: %v", rep.Figures)
 			}
+			checkGPUTime(t, rep, dir, 1)
 			// The GRPO trainer started from the SFT checkpoint and wrote its own.
 			if _, err := os.Stat(filepath.Join(dir, "grpo-checkpoints", "v1", "model.safetensors")); err != nil {
 				t.Error(err)
@@ -157,9 +162,10 @@ func TestExperimentCPU(t *testing.T) {
 				t.Errorf("grpo: %+v", rep.GRPO)
 			case !strings.Contains(rep.GRPO.NoStepReason, "no batch of 1000 groups was ready"):
 				t.Errorf("no-step reason: %q", rep.GRPO.NoStepReason)
-			case len(rep.Figures) != 10: // no mismatch figure without steps
+			case len(rep.Figures) != 12: // no mismatch figure without steps
 				t.Errorf("figures: %v", rep.Figures)
 			}
+			checkGPUTime(t, rep, dir, 0)
 			if b, err := os.ReadFile(filepath.Join(dir, "report.md")); err != nil || !strings.Contains(string(b), "GRPO took no step") {
 				t.Errorf("report.md does not say GRPO took no step (%v)", err)
 			}
@@ -208,6 +214,42 @@ func TestExperimentCPU(t *testing.T) {
 			}
 			c.check(t, rep, filepath.Dir(reports[0]))
 		})
+	}
+}
+
+// checkGPUTime: the GRPO stage left its timeline, report.json summarises it (the trainer's busy
+// shares, the producer's episodes; no sampler with policy=scripted, no GPU on this machine),
+// and perf.json is one line naming the run's layout and settings.
+func checkGPUTime(t *testing.T, rep localrun.Report, dir string, steps int) {
+	t.Helper()
+	g := rep.GRPO.GPUTime
+	if g == nil || g.WallSeconds <= 0 {
+		t.Fatalf("grpo.gpu_time: %+v", g)
+	}
+	if _, err := os.Stat(filepath.Join(dir, report.TimelineFile)); err != nil {
+		t.Error(err)
+	}
+	roles := map[string]report.RoleTime{}
+	for _, r := range g.Roles {
+		roles[r.Role] = r
+	}
+	tr := roles[report.RoleTrainer]
+	if tr.BusyShare["waiting"] <= 0 || (steps > 0) != (tr.BusyShare["train"] > 0) || tr.IdleShare <= 0 || tr.IdleShare > 1 {
+		t.Errorf("trainer's time: %+v", tr)
+	}
+	if g.Loop.EpisodesPerS <= 0 || g.Loop.CallsPerS <= 0 {
+		t.Errorf("loop rates: %+v", g.Loop)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, localrun.PerfFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p localrun.Perf
+	if err := json.Unmarshal(b, &p); err != nil || bytes.Count(b, []byte("\n")) != 1 {
+		t.Fatalf("perf.json %q: %v", b, err)
+	}
+	if p.Layout != "cpu" || p.Model != "qwen3-tiny" || p.Params <= 0 || p.Steps != steps || p.Commit == "" || p.EpisodesPerS != g.Loop.EpisodesPerS {
+		t.Errorf("perf.json: %+v", p)
 	}
 }
 

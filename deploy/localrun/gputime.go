@@ -401,3 +401,38 @@ func slicesSorted(m map[string]float64) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// startGPUTime starts the plain pipeline's timeline: the trainer and the producer (its policy is
+// the scripted server, which has no busy time), and the GPUs when nvidia-smi is on PATH.
+func (p *pipeline) startGPUTime() *timeline {
+	smi, _ := exec.LookPath("nvidia-smi")
+	warn := func(format string, args ...any) { fmt.Fprintf(p.out, "tau2-run:"+format+"\n", args...) }
+	tl, err := startTimeline(p.dir, []timelineSource{{report.RoleTrainer, "trainer", p.trainer.MetricsAddr},
+		{report.RoleProducer, "producer", p.producer.MetricsAddr}}, smi, warn)
+	if err != nil {
+		warn("   no GPU-time timeline: %v", err)
+		return nil
+	}
+	return tl
+}
+
+// finishGPUTime stops the pipeline's timeline and prints its summary line.
+func (p *pipeline) finishGPUTime(tl *timeline) {
+	if tl == nil {
+		return
+	}
+	err := tl.stop()
+	var samples []report.TimelineSample
+	if err == nil {
+		var f *os.File
+		if f, err = os.Open(tl.path); err == nil {
+			samples, err = report.ReadTimeline(f)
+			f.Close()
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(p.out, "tau2-run: GPU-time timeline: %v\n", err)
+		return
+	}
+	fmt.Fprintf(p.out, "tau2-run: GPU time (%s): %s\n", tl.path, gpuTimeLine(report.SummarizeTimeline(samples)))
+}

@@ -92,9 +92,12 @@ func RunPipeline(ctx context.Context, cfg Config, dir string, out io.Writer) (er
 		return err
 	}
 	started := time.Now()
+	tl := p.startGPUTime() // gputime.jsonl and its summary line (gputime.go)
+	defer func() { _ = tl.stop() }()
 	if err := p.watch(ctx, started); err != nil {
 		return err
 	}
+	p.finishGPUTime(tl)
 	// Graceful stop: the producer first (it finishes or hands back its
 	// episodes), then the archiver once it has caught up, then the rest.
 	fmt.Fprintln(p.out, "tau2-run: target reached; stopping the producer (SIGTERM) and letting the archiver catch up")
