@@ -14,7 +14,7 @@ func TestConfigs(t *testing.T) {
 	for _, c := range []struct {
 		dir  string
 		cuda bool
-	}{{"qwen3-tiny", false}, {"qwen3-learn", true}, {"qwen3-learn-100m", true}, {"qwen3-learn-200m", true}, {"qwen3-1.7b", true}, {"qwen3-8b", true}} {
+	}{{"qwen3-tiny", false}, {"qwen3-learn", true}, {"qwen3-learn-100m", true}, {"qwen3-learn-200m", true}, {"qwen3-0.6b", true}, {"qwen3-1.7b", true}, {"qwen3-8b", true}} {
 		cfg, err := gpu.LoadConfig(c.dir + "/config.json")
 		if err != nil {
 			t.Fatalf("%s: %v", c.dir, err)
@@ -28,13 +28,14 @@ func TestConfigs(t *testing.T) {
 	}
 }
 
-// TestRealShapes: the Qwen3-1.7B and Qwen3-8B configs (the multi-GPU measurements' models,
-// docs/MULTIGPU.md) are exactly the geometries gpu.Qwen3_1_7B and gpu.Qwen3_8B state.
+// TestRealShapes: the Qwen3-0.6B, Qwen3-1.7B and Qwen3-8B configs (the loop's and the multi-GPU
+// measurements' models, docs/MULTIGPU.md) are exactly the geometries gpu.Qwen3_0_6B,
+// gpu.Qwen3_1_7B and gpu.Qwen3_8B state.
 func TestRealShapes(t *testing.T) {
 	for _, c := range []struct {
 		dir  string
 		want gpu.Config
-	}{{"qwen3-1.7b", gpu.Qwen3_1_7B()}, {"qwen3-8b", gpu.Qwen3_8B()}} {
+	}{{"qwen3-0.6b", gpu.Qwen3_0_6B()}, {"qwen3-1.7b", gpu.Qwen3_1_7B()}, {"qwen3-8b", gpu.Qwen3_8B()}} {
 		cfg, err := gpu.LoadConfig(c.dir + "/config.json")
 		if err != nil {
 			t.Fatal(err)
