@@ -208,10 +208,13 @@ func sampleOf(role, name string, body []byte) (report.TimelineSample, error) {
 		}
 		s.Counts = map[string]float64{report.CountSteps: all["tau2rl_trainer_steps_total"]}
 	case report.RoleProducer:
+		agent := where("role", "agent")
 		s.Counts = map[string]float64{
 			report.CountEpisodes:        all["tau2rl_producer_episodes_finished_total"],
-			report.CountCalls:           where("role", "agent")["tau2rl_producer_llm_call_seconds_count"],
+			report.CountCalls:           agent["tau2rl_producer_llm_call_seconds_count"],
 			report.CountGeneratedTokens: where("kind", "completion")["tau2rl_producer_tokens_total"],
+			report.CountEpisodeSeconds:  all["tau2rl_producer_episode_seconds_sum"],
+			report.CountAgentSeconds:    agent["tau2rl_producer_llm_call_seconds_sum"],
 		}
 	default:
 		return s, fmt.Errorf("timeline: unknown role %q", role)
@@ -333,7 +336,8 @@ func (e *experiment) finishGPUTime(tl *timeline) error {
 
 // gpuTimeLine is the one-line summary the run prints.
 func gpuTimeLine(g report.GPUTime) string {
-	parts := []string{fmt.Sprintf("%.2f episodes/s, %.0f generated tokens/s, %.2f calls/s", g.Loop.EpisodesPerS, g.Loop.GenTokPerS, g.Loop.CallsPerS)}
+	parts := []string{fmt.Sprintf("%.2f episodes/s, %.0f generated tokens/s, %.2f calls/s, %.1f episodes and %.1f policy calls in flight",
+		g.Loop.EpisodesPerS, g.Loop.GenTokPerS, g.Loop.CallsPerS, g.Loop.EpisodesInFlight, g.Loop.CallsInFlight)}
 	for _, r := range g.Roles {
 		if r.Role != report.RoleProducer {
 			parts = append(parts, fmt.Sprintf("%s %s idle %.0f%%", r.Role, r.Name, 100*r.IdleShare))
@@ -374,6 +378,9 @@ func writeGPUTime(s *strings.Builder, g *report.GPUTime) {
 		"%.0f%% of produced episodes trained on, staleness at training time %.2f (max %.0f), weight sync %.1f%% and checkpoints %.1f%% of the trainer's wall time.\n\n",
 		g.WallSeconds, filepath.Base(g.Timeline), l.EpisodesPerS, l.GenTokPerS, l.CallsPerS, 100*l.TrainedShare, l.StalenessMean, l.StalenessMax,
 		100*l.SyncShare, 100*l.CheckpointShare)
+	fmt.Fprintf(s, "On average %.1f episodes were in flight and %.1f policy calls: an episode had a call on a sampler %.0f%% of its time "+
+		"(the producers' concurrency rule, docs/OPERATIONS.md, divides the conversations a sampler should hold by this share).\n\n",
+		l.EpisodesInFlight, l.CallsInFlight, 100*l.OnSamplerShare)
 	fmt.Fprintf(s, "| role | busy share by phase | idle |\n|---|---|---|\n")
 	for _, r := range g.Roles {
 		if r.Role == report.RoleProducer {

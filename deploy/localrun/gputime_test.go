@@ -114,6 +114,7 @@ func TestTimelineRecordsAndSummarises(t *testing.T) {
 	tm.Steps.Inc()
 	pm.EpisodesFinished.WithLabelValues("airline", "ok", "user_stop").Add(3)
 	pm.LLMLatency.WithLabelValues("agent").Observe(0.1)
+	pm.EpisodeSeconds.WithLabelValues("airline").Observe(0.4)
 	pm.LLMLatency.WithLabelValues("user").Observe(0.1) // the user simulator's calls are not the policy's
 	pm.Tokens.WithLabelValues("airline", "completion").Add(50)
 	pm.Tokens.WithLabelValues("airline", "prompt").Add(500)
@@ -155,7 +156,8 @@ func TestTimelineRecordsAndSummarises(t *testing.T) {
 	if tr.BusyShare[step.BusyTrain] <= 0 || tr.PerSecond[report.CountSteps] <= 0 {
 		t.Errorf("trainer %+v", tr)
 	}
-	if w := pr.WallSeconds; !near(pr.PerSecond[report.CountEpisodes]*w, 3) || !near(pr.PerSecond[report.CountCalls]*w, 1) || !near(pr.PerSecond[report.CountGeneratedTokens]*w, 50) {
+	if w := pr.WallSeconds; !near(pr.PerSecond[report.CountEpisodes]*w, 3) || !near(pr.PerSecond[report.CountCalls]*w, 1) || !near(pr.PerSecond[report.CountGeneratedTokens]*w, 50) ||
+		!near(pr.PerSecond[report.CountEpisodeSeconds]*w, 0.4) || !near(pr.PerSecond[report.CountAgentSeconds]*w, 0.1) {
 		t.Errorf("producer %+v", pr)
 	}
 	if len(g.GPUs) != 1 || g.GPUs[0].MeanUtil != 80 || g.GPUs[0].Card != "NVIDIA H100 80GB HBM3" {
@@ -236,7 +238,7 @@ func TestGPUTimeInReport(t *testing.T) {
 	}
 	if p.Model != "qwen3-tiny" || p.Params <= 0 || p.GPUs != 1 || p.Layout != "1gpu-shared" || p.Card != "NVIDIA H100 80GB HBM3" ||
 		p.EpisodesPerS != 1 || !near(p.SyncShare, 0.05) || !near(p.IdleShare["sampler"], 0.425) || !near(p.IdleShare["trainer"], 0.6) ||
-		p.Offpolicyness != cfg.Offpolicyness || p.Commit == "" || p.GPUUtil["0"] != 65 {
+		p.Offpolicyness != cfg.Offpolicyness || p.Commit == "" || p.GPUUtil["0"] != 65 || p.EpisodesInFlight != 8 || p.OnSamplerShare != 0.25 {
 		t.Errorf("perf.json %+v", p)
 	}
 	if err := e.writeReport(); err != nil {
@@ -244,7 +246,7 @@ func TestGPUTimeInReport(t *testing.T) {
 	}
 	md, _ := os.ReadFile(filepath.Join(dir, "report.md"))
 	for _, want := range []string{"GPU time over 4s of GRPO", "1 episodes/s", "80% of produced episodes trained on",
-		"| sampler 127.0.0.1:9001 | decode 37.5%", "| 42.5% |", "| GPU 0 (NVIDIA H100 80GB HBM3, nvidia-smi) | 65% mean utilisation"} {
+		"| sampler 127.0.0.1:9001 | decode 37.5%", "8.0 episodes were in flight and 2.0 policy calls", "on a sampler 25% of its time", "| 42.5% |", "| GPU 0 (NVIDIA H100 80GB HBM3, nvidia-smi) | 65% mean utilisation"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q:\n%s", want, md)
 		}

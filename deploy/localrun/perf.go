@@ -44,8 +44,11 @@ type Perf struct {
 	IdleShare       map[string]float64 `json:"idle_share"`
 	GPUUtil         map[string]float64 `json:"gpu_util_pct,omitempty"`
 	StalenessMean   float64            `json:"staleness_mean"`
-	Offpolicyness   int                `json:"offpolicyness"`
-	Commit          string             `json:"commit"`
+	// EpisodesInFlight and OnSamplerShare are the loop's concurrency as it ran (LoopRates).
+	EpisodesInFlight float64 `json:"episodes_in_flight"`
+	OnSamplerShare   float64 `json:"on_sampler_share"`
+	Offpolicyness    int     `json:"offpolicyness"`
+	Commit           string  `json:"commit"`
 	// The run's key settings.
 	Policy       string  `json:"policy"`
 	Backend      string  `json:"backend"`
@@ -64,7 +67,8 @@ func perfOf(cfg ExperimentConfig, rep *Report, g report.GPUTime, commit string, 
 		Time: now.UTC().Format(time.RFC3339), Model: modelName(cfg), Weights: "random initialisation + SFT",
 		GPUs: len(g.GPUs), EpisodesPerS: g.Loop.EpisodesPerS, GenTokPerS: g.Loop.GenTokPerS, CallsPerS: g.Loop.CallsPerS,
 		TrainedShare: g.Loop.TrainedShare, SyncShare: g.Loop.SyncShare, CheckpointShare: g.Loop.CheckpointShare,
-		IdleShare: map[string]float64{}, StalenessMean: g.Loop.StalenessMean, Offpolicyness: cfg.Offpolicyness, Commit: commit,
+		IdleShare: map[string]float64{}, StalenessMean: g.Loop.StalenessMean,
+		EpisodesInFlight: g.Loop.EpisodesInFlight, OnSamplerShare: g.Loop.OnSamplerShare, Offpolicyness: cfg.Offpolicyness, Commit: commit,
 		Policy: cfg.Policy, Backend: cfg.Backend, Domain: cfg.Domain, Concurrency: cfg.Concurrency, BatchSize: cfg.BatchSize,
 		GroupSize: cfg.GroupSize, MaxNewTokens: cfg.MaxNewToken, Steps: rep.GRPO.Steps, WallSeconds: rep.GRPO.WallSeconds,
 	}

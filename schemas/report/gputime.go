@@ -36,6 +36,11 @@ const (
 	CountGeneratedTokens = "generated_tokens" // producer: completion tokens; sampler: tokens sampled
 	CountPromptTokens    = "prompt_tokens"    // sampler: prompt tokens admitted
 	CountSteps           = "steps"            // trainer: steps taken
+	// producer: seconds summed over episodes (their wall time, grading included) and over
+	// policy (agent) calls; by Little's law their growth per second of wall time is the mean
+	// number of episodes, and of policy calls, in flight.
+	CountEpisodeSeconds = "episode_seconds"
+	CountAgentSeconds   = "agent_call_seconds"
 )
 
 // TrainerWaiting is the trainer's busy phase that leaves its GPU idle: blocked for a batch.
@@ -140,6 +145,15 @@ type LoopRates struct {
 	CheckpointShare float64 `json:"checkpoint_share"`
 	StalenessMean   float64 `json:"staleness_mean"`
 	StalenessMax    float64 `json:"staleness_max"`
+	// EpisodesInFlight and CallsInFlight are the mean episodes and policy calls in flight over
+	// the stage (Little's law on the producer's episode and agent-call seconds);
+	// OnSamplerShare = CallsInFlight / EpisodesInFlight is the share of an episode's time that
+	// it has a call on a sampler (the rest: the user simulator, tools, grading, queueing in the
+	// producer). The producers' concurrency rule (docs/OPERATIONS.md) divides the conversations
+	// a sampler should hold by it.
+	EpisodesInFlight float64 `json:"episodes_in_flight"`
+	CallsInFlight    float64 `json:"calls_in_flight"`
+	OnSamplerShare   float64 `json:"on_sampler_share"`
 }
 
 // Delta is what a cumulative counter grew by from prev to cur; a counter that went down was
@@ -285,11 +299,16 @@ func SummarizeTimeline(samples []TimelineSample) GPUTime {
 			g.Loop.EpisodesPerS += rt.PerSecond[CountEpisodes]
 			g.Loop.CallsPerS += rt.PerSecond[CountCalls]
 			g.Loop.GenTokPerS += rt.PerSecond[CountGeneratedTokens]
+			g.Loop.EpisodesInFlight += rt.PerSecond[CountEpisodeSeconds]
+			g.Loop.CallsInFlight += rt.PerSecond[CountAgentSeconds]
 		case RoleTrainer:
 			g.Loop.SyncShare = rt.BusyShare["weight_sync"]
 			g.Loop.CheckpointShare = rt.BusyShare["checkpoint"]
 		}
 		g.Roles = append(g.Roles, rt)
+	}
+	if g.Loop.EpisodesInFlight > 0 {
+		g.Loop.OnSamplerShare = math.Min(1, g.Loop.CallsInFlight/g.Loop.EpisodesInFlight)
 	}
 	return g
 }

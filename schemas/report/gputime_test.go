@@ -37,7 +37,7 @@ func TestSummarizeTimeline(t *testing.T) {
 		// waiting is not GPU work: idle = 1 − (train + recompute + checkpoint + weight_sync).
 		{RoleTrainer, map[string]float64{"train": 0.25, "recompute": 0.05, "checkpoint": 0.05, "weight_sync": 0.05, "waiting": 0.55}, 0.6,
 			map[string]float64{CountSteps: 0.25}},
-		{RoleProducer, nil, 0, map[string]float64{CountEpisodes: 1, CountCalls: 4, CountGeneratedTokens: 200}},
+		{RoleProducer, nil, 0, map[string]float64{CountEpisodes: 1, CountCalls: 4, CountGeneratedTokens: 200, CountEpisodeSeconds: 8, CountAgentSeconds: 2}},
 	}
 	for i, w := range want {
 		r := g.Roles[i]
@@ -63,6 +63,11 @@ func TestSummarizeTimeline(t *testing.T) {
 	l := g.Loop
 	if !near(l.EpisodesPerS, 1) || !near(l.CallsPerS, 4) || !near(l.GenTokPerS, 200) || !near(l.SyncShare, 0.05) || !near(l.CheckpointShare, 0.05) {
 		t.Errorf("loop %+v", l)
+	}
+	// Little's law: 32 episode-seconds in 4 s is 8 episodes in flight on average, 8 agent-call
+	// seconds 2 calls; an episode has a call on the sampler a quarter of its time.
+	if !near(l.EpisodesInFlight, 8) || !near(l.CallsInFlight, 2) || !near(l.OnSamplerShare, 0.25) {
+		t.Errorf("in flight: %+v", l)
 	}
 	if !near(g.IdleShare(RoleSampler), 0.425) || g.IdleShare("none") != 0 {
 		t.Errorf("idle share by role: %v", g.IdleShare(RoleSampler))
