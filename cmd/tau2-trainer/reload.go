@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/gpu"
@@ -16,7 +17,12 @@ func ipcSource(be gpu.Backend) llm.IPCSource {
 	if _, ok := be.(gpu.IPCExporter); !ok {
 		return nil
 	}
+	// One export at a time: the servers are reloaded in parallel (llm.MultiReloader), and a
+	// Backend is not safe for concurrent use (the training goroutine waits meanwhile).
+	var mu sync.Mutex
 	return func() (protocol.UpdateWeightsFromIPCRequest, error) {
+		mu.Lock()
+		defer mu.Unlock()
 		x, err := gpu.ExportWeights(be)
 		if err != nil {
 			return protocol.UpdateWeightsFromIPCRequest{}, err

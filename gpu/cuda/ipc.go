@@ -151,3 +151,16 @@ func (d *Decoder) LoadWeightsIPC(e gpu.IPCExport) error {
 	}
 	return nil
 }
+
+// params downloads the decoder's bf16 weight buffer (tests compare it with a checkpoint's).
+func (d *Decoder) params() ([]uint16, error) {
+	if err := d.enter(); err != nil {
+		return nil, err
+	}
+	defer d.leave()
+	out := make([]uint16, d.pl.total)
+	if err := statusErr(C.t2_d2h(unsafe.Pointer(&out[0]), d.param, C.size_t(2*len(out)))); err != nil {
+		return nil, fmt.Errorf("cuda: decoder: download weights: %w", err)
+	}
+	return out, nil
+}
