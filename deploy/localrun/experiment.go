@@ -331,8 +331,14 @@ func (e *experiment) policyServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Its metrics on a port of its own: the sampler's default (:9430) would make a second
+	// experiment on the same host (several seeds on one GPU) fail to start its sampler.
+	metrics, err := proc.FreeAddr()
+	if err != nil {
+		return err
+	}
 	args := append([]string{"model=" + e.rep.SFT.Checkpoint, "listen=" + addr, "backend=" + e.cfg.Backend}, e.cfg.SamplerArgs...)
-	q, err := start(e.dir, e.bin("tau2-sampler"), "sampler", "", args...)
+	q, err := start(e.dir, e.bin("tau2-sampler"), "sampler", metrics, args...)
 	if err != nil {
 		return err
 	}
@@ -386,6 +392,9 @@ func (e *experiment) eval(ctx context.Context, name string, temperature float64,
 		fmt.Sprintf("num_trials=%d", e.cfg.EvalTrials), fmt.Sprintf("concurrency=%d", e.cfg.Concurrency),
 		"policy.endpoints=[http://" + e.policyAddr + "]", "econfig.user_llm_base_url=http://" + e.llmAddr + "/v1",
 		fmt.Sprintf("sampling.temperature=%g", temperature), fmt.Sprintf("policy.max_new_tokens=%d", e.cfg.MaxNewToken),
+		// Each trial's seed goes with its policy requests: the same trials sampled the same way
+		// in every run and evaluation, so before/after and seed-to-seed differences are the policy's.
+		"policy.send_seed=true",
 		"output=" + filepath.Join(e.dir, "eval-"+name+".json")}, e.taskArgs("task_ids")...)
 	text, err := e.oneShot(ctx, "eval-"+name, "tau2-eval", append([]string{"run"}, args...)...)
 	if err != nil {

@@ -87,7 +87,8 @@ type ExperimentConfig struct {
 	// gap to its demonstrator comes from sampling slips (report.json's eval_before_probes).
 	ProbeTemperatures []float64 `yaml:"probe_temperatures"`
 	// SFTArgs and TrainerArgs are extra key=value settings of tau2-trainer sft and of the GRPO
-	// tau2-trainer (optimizer.lr_schedule=cosine, reload.mode=ipc, ...), after the experiment's.
+	// tau2-trainer, after the experiment's: sft_args=[optimizer.lr_schedule=cosine],
+	// trainer_args=[actor.optimizer.warmup_steps=5, reload.mode=ipc].
 	SFTArgs     []string `yaml:"sft_args"`
 	TrainerArgs []string `yaml:"trainer_args"`
 }
