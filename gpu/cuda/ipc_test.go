@@ -3,16 +3,19 @@
 package cuda
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 	"unsafe"
 
 	"tau2rl/gpu"
+	"tau2rl/gpu/sampler"
 )
 
 // The CUDA IPC weight path (ipc.go) end to end. A handle cannot be opened in the process that
@@ -160,21 +163,63 @@ func TestIPCChild(t *testing.T) {
 		t.Fatal("a refused update changed the weights")
 	}
 
-	t0 := time.Now()
-	if err := dec.LoadWeightsIPC(x); err != nil {
+	// Through the sampler's engine, as tau2-sampler runs it: a request before the update is
+	// version 0, one in flight across an update is split into exact version spans, one after is
+	// the new version.
+	prompt := make([]int32, 16)
+	for i := range prompt {
+		prompt[i] = int32((i*104729 + 7) % cfg.VocabSize)
+	}
+	greedy := func(id string, n int) sampler.Request {
+		return sampler.Request{ID: id, Prompt: prompt, MaxNewTokens: n, IgnoreEOS: true, Params: gpu.SampleParams{TopP: 1}}
+	}
+	eng, err := sampler.New(dec, sampler.Config{}, nil, nil, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	first := time.Since(t0)
-	t0 = time.Now()
-	if err := dec.LoadWeightsIPC(x); err != nil {
+	go func() { _ = eng.Run(context.Background()) }()
+	ctx := context.Background()
+	if r, err := eng.Submit(ctx, greedy("a", 8)); err != nil || r.Version != "0" {
+		t.Fatalf("before the update: version %q, %v", r.Version, err)
+	}
+	first, err := eng.SwapWeightsIPC(ctx, x, "7", false)
+	if err != nil {
 		t.Fatal(err)
 	}
-	again := time.Since(t0)
-	t.Logf("ipc update: %.2f ms first (open the handle + copy), %.2f ms again (copy only), %.1f MB", float64(first.Microseconds())/1000,
-		float64(again.Microseconds())/1000, float64(x.TotalBytes)/1e6)
+	inflight := make(chan sampler.Result, 1)
+	go func() {
+		r, err := eng.Submit(ctx, greedy("c", 300))
+		if err != nil {
+			t.Error(err)
+		}
+		inflight <- r
+	}()
+	for g0, until := eng.Stats().Generated, time.Now().Add(time.Minute); eng.Stats().Generated < g0+20; {
+		if time.Now().After(until) {
+			t.Fatal("the in-flight request made no progress in a minute")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	again, err := eng.SwapWeightsIPC(ctx, x, "8", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := <-inflight
+	if len(c.Versions) != 2 || c.Versions[0].Version != "7" || c.Versions[1].Version != "8" || c.Versions[0].Start != 0 ||
+		c.Versions[0].End != c.Versions[1].Start || c.Versions[1].End != len(c.OutputIDs) || c.Versions[0].End == 0 {
+		t.Fatalf("request across the update: spans %+v over %d tokens, want 7 then 8", c.Versions, len(c.OutputIDs))
+	}
+	b, err := eng.Submit(ctx, greedy("b", 32))
+	if err != nil || b.Version != "8" || len(b.Versions) != 1 {
+		t.Fatalf("after the update: %+v, %v", b.Versions, err)
+	}
+	eng.Close()
+	<-eng.Done()
+	t.Logf("ipc update: %.2f ms first (open the handle + copy), %.2f ms again (copy only), %.1f MB; in-flight request split at token %d of %d",
+		float64(first.Microseconds())/1000, float64(again.Microseconds())/1000, float64(x.TotalBytes)/1e6, c.Versions[0].End, len(c.OutputIDs))
 	got := decoderParams(t, dec)
 
-	t0 = time.Now()
+	t0 := time.Now()
 	w, err := gpu.LoadWeights(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -191,6 +236,22 @@ func TestIPCChild(t *testing.T) {
 				t.Fatalf("%s[%d]: ipc 0x%04x, checkpoint 0x%04x", s.Name, i-o, got[i], want[i])
 			}
 		}
+	}
+	ref, err := NewDecoder(w, gpu.KVCacheSpec{BlockSize: 16, NumBlocks: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	reng, err := sampler.New(ref, sampler.Config{}, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = reng.Run(context.Background()) }()
+	rb, err := reng.Submit(ctx, greedy("b", 32))
+	reng.Close()
+	<-reng.Done()
+	if err != nil || !slices.Equal(rb.OutputIDs, b.OutputIDs) {
+		t.Fatalf("greedy tokens after the IPC update %v, from the checkpoint %v (%v)", b.OutputIDs, rb.OutputIDs, err)
 	}
 	t0 = time.Now()
 	if err := dec.LoadWeights(w); err != nil {
