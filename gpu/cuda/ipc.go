@@ -142,12 +142,18 @@ func (d *Decoder) LoadWeightsIPC(e gpu.IPCExport) error {
 		if err := statusErr(C.t2_d2d(d.param, d.ipc.ptr, C.size_t(e.TotalBytes))); err != nil {
 			return fmt.Errorf("cuda: decoder: copy ipc weights: %w", err)
 		}
-		return nil
-	}
-	for _, t := range e.Tensors {
-		if err := statusErr(C.t2_d2d(off(d.param, d.pl.offs[t.Name], 2), unsafe.Add(d.ipc.ptr, t.Offset), C.size_t(t.Bytes()))); err != nil {
-			return fmt.Errorf("cuda: decoder: copy ipc tensor %s: %w", t.Name, err)
+	} else {
+		for _, t := range e.Tensors {
+			if err := statusErr(C.t2_d2d(off(d.param, d.pl.offs[t.Name], 2), unsafe.Add(d.ipc.ptr, t.Offset), C.size_t(t.Bytes()))); err != nil {
+				return fmt.Errorf("cuda: decoder: copy ipc tensor %s: %w", t.Name, err)
+			}
 		}
+	}
+	// t2_d2d is asynchronous: wait for the copy, because once the update is answered the trainer
+	// goes on to its next optimizer step, which rewrites the buffer read here (another process:
+	// nothing else orders the two).
+	if err := syncDevice(); err != nil {
+		return fmt.Errorf("cuda: decoder: copy ipc weights: %w", err)
 	}
 	return nil
 }
