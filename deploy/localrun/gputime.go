@@ -30,7 +30,9 @@ import (
 // trainer's phases), so it says what each process did; nvidia-smi's utilisation is the
 // cross-check that the GPU did it (a kernel ran in the sample period). A source that does not
 // answer a scrape is skipped for that round (and named once in the run's output): the summary
-// uses the readings it has.
+// uses the readings it has. So a trainer that stops itself at max_steps is summarised up to its
+// last reading, at most scrapeEvery before it exited (a run bounded by grpo_time reads it to the
+// end).
 
 const (
 	scrapeEvery = 2 * time.Second
