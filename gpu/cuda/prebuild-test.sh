@@ -12,7 +12,8 @@
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"
-grep -qx '/.devbin/' .git/info/exclude 2>/dev/null || echo '/.devbin/' >> .git/info/exclude
+excl=$(git rev-parse --git-path info/exclude) # a worktree's .git is a file
+grep -qx '/.devbin/' "$excl" 2>/dev/null || echo '/.devbin/' >> "$excl"
 mkdir -p .devbin/stub
 # A usable nvcc compiles a kernel for the default GPU_ARCH (a partial toolkit, or one older than the
 # sm_90a target, does not: CUDA 11.8 or a toolkit without cicc): otherwise the stub library below
