@@ -80,9 +80,10 @@ func (r *IPCReloader) LoadWeights(ctx context.Context, _ string, version int64) 
 // ModeReloader reloads one server by the path reload.mode picks (ReloadDisk, ReloadIPC,
 // ReloadAuto). In auto mode the choice is made at the first reload: IPC when src exports and
 // the server's GET /model_info reports the same GPU (gpu_uuid, tau2-sampler's additive field),
-// disk otherwise; it is logged once per endpoint with the reason. If the server then answers the
-// IPC endpoint 404 or 501 (a server without it, a sampler whose backend cannot), auto falls back
-// to disk for that reload and every later one, and says so.
+// disk otherwise; it is logged once per endpoint with the reason. If an IPC update then fails —
+// the server answers the endpoint 404 or 501 (a server without it, a sampler whose backend
+// cannot), or refuses or fails the update — auto falls back to disk for that reload (when it has
+// a checkpoint) and every later one, and says so.
 type ModeReloader struct {
 	ep   *Endpoint
 	mode string
@@ -131,14 +132,28 @@ func (r *ModeReloader) LoadWeights(ctx context.Context, path string, version int
 		return r.disk.LoadWeights(ctx, path, version)
 	}
 	err := r.ipc.LoadWeights(ctx, path, version)
+	if err == nil || r.mode != ReloadAuto {
+		return err
+	}
+	// auto never leaves training stuck on a path that failed: a server without the endpoint
+	// (404, 501), or an IPC update that failed for any other reason (a handle the server could
+	// not open, a shape it refused), and this server is reloaded from disk from now on — the
+	// trainer then writes a checkpoint for each reload again (ReloadsFromMemory turns false).
 	var le *Error
-	if err != nil && r.mode == ReloadAuto && errors.As(err, &le) && (le.Status == http.StatusNotFound || le.Status == http.StatusNotImplemented) {
+	if errors.As(err, &le) && (le.Status == http.StatusNotFound || le.Status == http.StatusNotImplemented) {
 		r.log.Warn("weight reload: the server does not take weights by CUDA IPC; reloading it from disk from now on",
 			"endpoint", r.ep.name, "status", le.Status, "err", err)
-		r.chosen = ReloadDisk
-		return r.disk.LoadWeights(ctx, path, version)
+	} else {
+		r.log.Warn("weight reload: the update by CUDA IPC failed; reloading this server from disk from now on (reload.mode=ipc would retry IPC instead)",
+			"endpoint", r.ep.name, "version", version, "err", err)
 	}
-	return err
+	r.chosen = ReloadDisk
+	if path == "" {
+		// A version meant for memory only has no checkpoint to load: the servers keep their
+		// weights and the next checkpoint reloads them from disk.
+		return fmt.Errorf("%w (version %d has no checkpoint to reload from disk instead; the next checkpoint will be)", err, version)
+	}
+	return r.disk.LoadWeights(ctx, path, version)
 }
 
 // choose decides an auto reloader's path, logging it with the reason.

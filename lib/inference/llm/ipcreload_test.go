@@ -45,6 +45,7 @@ func TestReloadModeChoice(t *testing.T) {
 		{name: "auto, backend without IPC", mode: ReloadAuto, serverGPU: trainerGPU, want: ReloadDisk, logged: "cannot export"},
 		{name: "auto, export fails", mode: ReloadAuto, serverGPU: trainerGPU, src: failing, want: ReloadDisk, logged: "cpu backend"},
 		{name: "auto, IPC endpoint answers 501", mode: ReloadAuto, serverGPU: trainerGPU, src: exportOn(trainerGPU), fail: 501, want: ReloadDisk, logged: "from disk from now on"},
+		{name: "auto, IPC update refused (400)", mode: ReloadAuto, serverGPU: trainerGPU, src: exportOn(trainerGPU), fail: 400, want: ReloadDisk, logged: "update by CUDA IPC failed"},
 		{name: "disk", mode: ReloadDisk, serverGPU: trainerGPU, src: exportOn(trainerGPU), want: ReloadDisk},
 		{name: "ipc", mode: ReloadIPC, serverGPU: trainerGPU, src: exportOn(trainerGPU), want: ReloadIPC},
 		{name: "ipc, SGLang server", mode: ReloadIPC, src: exportOn(trainerGPU), want: ReloadIPC, wantErr: true},
