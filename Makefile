@@ -63,7 +63,7 @@ learn: build gpu-trainer gpu-sampler
 
 learn-cpu: build
 	@$(BIN)/tau2-run experiment bin=$(BIN) policy=scripted backend=cpu domain=mock split=base \
-	    model_config=deploy/models/qwen3-tiny/config.json tasks=2 demo_trials=2 sft_max_steps=1 \
+	    model_config=deploy/models/qwen3-tiny/config.json tasks=2 demo_trials=2 sft_min_reward=0 sft_max_steps=1 \
 	    grpo_steps=1 group_size=2 batch_size=1 eval_trials=2 $(LEARN_ARGS)
 
 # query runs SQL over a Parquet dataset (a tau2-run's run/<time>/dataset, an archive, a release)

@@ -19,11 +19,15 @@ Runs, each binary its own process beside one tau2-broker, in 'dir'/<timestamp>/:
   1. demonstrations: tau2-producer self_driven.* plays them demo_trials times with the SCRIPTED
      policy (tau2-scripted-llm at agent_error_rate) against the scripted user simulator;
      tau2-archiver writes them (demos/); tau2-archiver release cuts release/;
-  2. SFT: tau2-trainer sft on every demonstration (so it imitates the demonstrator's mistakes
-     too), from random weights of model_config (or model_path), on backend cpu|cuda → sft/v<N>;
-  3. evaluation before: tau2-eval run, the same tasks, eval_trials trials → pass^1..pass^k;
+  2. SFT: tau2-trainer sft on the demonstrations with reward ≥ sft_min_reward (default 1:
+     rejection-sampled SFT from the successful ones; sft_min_reward=0 takes all of them, mistakes
+     included), from random weights of model_config (default qwen3-learn-100m) or model_path, on
+     backend cpu|cuda → sft/v<N>;
+  3. evaluation before: tau2-eval run, the same tasks, eval_trials trials → pass^1..pass^k (and
+     again at each of probe_temperatures);
   4. GRPO: tau2-trainer (model.path = the SFT checkpoint, AReaL's τ² settings: group_size 8,
-     max_head_offpolicyness 2, decoupled loss, eps_clip 0.4, behav_imp_weight_cap 5) with
+     max_head_offpolicyness = offpolicyness (2), decoupled loss, eps_clip 0.4,
+     behav_imp_weight_cap 5; grpo_lr, grpo_temperature, trainer_args) with
      tau2-producer, tau2-archiver (grpo/) and the policy server, reloaded after every step, for
      grpo_steps steps or grpo_time, whichever ends first;
   5. evaluation after, as in 3;
@@ -41,7 +45,10 @@ Examples:
   tau2-run experiment policy=sampler backend=cuda
   # every stage on a laptop, in about a minute
   tau2-run experiment policy=scripted backend=cpu domain=mock split=base model_config=deploy/models/qwen3-tiny/config.json \
-      tasks=2 demo_trials=2 sft_max_steps=1 grpo_steps=1 group_size=2 batch_size=1 eval_trials=1`
+      tasks=2 demo_trials=2 sft_min_reward=0 sft_max_steps=1 grpo_steps=1 group_size=2 batch_size=1 eval_trials=1
+  # three seeds of the recipe at once on one GPU, then one figure of the three
+  for s in 1 2 3; do tau2-run experiment seed=$s dir=run/seed$s 'sampler_args=[kv.memory_fraction=0.08]' & done; wait
+  tau2-eval plot report=$(ls run/seed*/*/report.json | paste -sd,) out=run/seeds`
 
 // expConfig is tau2-run experiment's configuration: localrun.ExperimentConfig's keys.
 type expConfig struct {

@@ -175,7 +175,7 @@ func TestExperimentCPU(t *testing.T) {
 			runDir := t.TempDir()
 			args := append([]string{"experiment", "bin=" + bin, "dir=" + runDir,
 				"policy=scripted", "backend=cpu", "domain=mock", "split=base", "model_config=deploy/models/qwen3-tiny/config.json",
-				"tasks=1", "demo_trials=2", "sft_max_steps=1", "group_size=2", "eval_trials=2",
+				"tasks=1", "demo_trials=2", "sft_min_reward=0", "sft_max_steps=1", "group_size=2", "eval_trials=2",
 				"concurrency=8", "timeout=4m"}, c.args...)
 			cmd := exec.Command(filepath.Join(bin, "tau2-run"), args...)
 			cmd.Dir = root

@@ -32,19 +32,25 @@ type ExperimentConfig = report.ExperimentConfig
 // DefaultExperimentConfig returns the settings of the run in docs/LEARNING.md.
 func DefaultExperimentConfig() ExperimentConfig {
 	return ExperimentConfig{
-		// The settings of the run in docs/LEARNING.md (one H100, about 8 minutes end to end).
-		Bin: "bin", Dir: "run", Domain: "airline", Split: "train", WriteTasksOnly: true, DemoTrials: 32, AgentErrorRate: 0.6,
+		// The recipe of docs/LEARNING.md ("The recipe", 2026-11-28: three seeds on one H200, each
+		// about 7.5 minutes end to end): rejection-sampled SFT of qwen3-learn-100m on the
+		// successful demonstrations, then GRPO at a learning rate that keeps the SFT policy (4e-5
+		// collapsed it after ~30 steps in all three seeds).
+		Bin: "bin", Dir: "run", Domain: "airline", Split: "train", WriteTasksOnly: true, DemoTrials: 64, AgentErrorRate: 0.6,
 		ErrorKinds: []string{"wrong_argument", "skipped_write"},
-		Policy:     "sampler", Backend: "cuda", ModelConfig: "deploy/models/qwen3-learn/config.json",
+		Policy:     "sampler", Backend: "cuda", ModelConfig: "deploy/models/qwen3-learn-100m/config.json",
 		// The trainer shares the GPU with the sampler: the KV cache takes 30% of what the
 		// weights leave, not the sampler's standalone default.
 		SamplerArgs: []string{"kv.memory_fraction=0.3"},
-		SFTEpochs:   6, SFTLR: 1e-3, SFTBatchTokens: 131072,
-		GRPOSteps: 150, GroupSize: 8, BatchSize: 8, GRPOLR: 5e-5, MaxNewToken: 512,
-		EvalTrials: 8, EvalTemperature: 1, Concurrency: 64, Timeout: 30 * time.Minute,
+		SFTEpochs:   8, SFTLR: 6e-4, SFTBatchTokens: 131072, SFTMinReward: ptr(1.0),
+		GRPOSteps: 50, GroupSize: 8, BatchSize: 8, GRPOLR: 1e-5, MaxNewToken: 512,
+		TrainerArgs: []string{"actor.optimizer.warmup_steps=5"},
+		EvalTrials:  8, EvalTemperature: 1, Concurrency: 96, Timeout: 30 * time.Minute,
 		Seed: 1, GRPOTemperature: 1, Offpolicyness: 2,
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // experiment is one run's processes and results.
 type experiment struct {
@@ -268,6 +274,25 @@ func (e *experiment) demonstrations(ctx context.Context) error {
 	return nil
 }
 
+// countAtLeast counts the trajectories of a release with reward ≥ min.
+func countAtLeast(ctx context.Context, path string, min float64) (int, error) {
+	ds, err := dataset.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	trajs, _, err := ds.ReadAll(ctx, dataset.Filter{})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, t := range trajs {
+		if t.Reward >= min {
+			n++
+		}
+	}
+	return n, nil
+}
+
 func meanReward(ctx context.Context, path string) (int, float64, error) {
 	ds, err := dataset.Open(path)
 	if err != nil {
@@ -284,8 +309,19 @@ func meanReward(ctx context.Context, path string) (int, float64, error) {
 	return len(trajs), s / float64(max(len(trajs), 1)), nil
 }
 
-// sft trains the policy on every demonstration.
+// sft trains the policy on the demonstrations (those with at least sft_min_reward when set).
 func (e *experiment) sft(ctx context.Context) error {
+	if m := e.cfg.SFTMinReward; m != nil {
+		n, err := countAtLeast(ctx, e.rep.Demos.Release, *m)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("sft_min_reward=%g leaves none of the %d demonstrations to train on (more demo_trials, a lower agent_error_rate, or sft_min_reward=0 for all of them)",
+				*m, e.rep.Demos.Episodes)
+		}
+		e.printf("   rejection-sampled SFT: %d of %d demonstrations have reward ≥ %g", n, e.rep.Demos.Episodes, *m)
+	}
 	out := filepath.Join(e.dir, "sft")
 	args := []string{"dataset=" + e.rep.Demos.Release, "out=" + out, "backend=" + e.cfg.Backend,
 		fmt.Sprintf("epochs=%d", e.cfg.SFTEpochs), fmt.Sprintf("optimizer.lr=%g", e.cfg.SFTLR),
