@@ -79,11 +79,30 @@ type Batch struct {
 	// InvalidLogprobs counts calls dropped because a trained token's behaviour log-prob is not a
 	// finite number ≤ 0 (a producer bug must not poison the step or crash the trainer).
 	InvalidLogprobs int
-	// MaxStaleness is the largest (version − token version) over all loss tokens, and
-	// StalenessSum their sum (for the mean).
-	MaxStaleness int64
-	StalenessSum int64
-	LossTokens   int64
+	// MaxStaleness is the largest (version − token version) over the loss tokens that carry a
+	// version no newer than the trainer's, and StalenessSum their sum; StalenessTokens counts
+	// them (the mean's denominator).
+	MaxStaleness    int64
+	StalenessSum    int64
+	StalenessTokens int64
+	// AheadTokens counts loss tokens whose version is newer than the trainer's, and MaxAhead is
+	// the largest such lead (token version − version). A token cannot be sampled by weights the
+	// trainer has not made yet: such a version is a server that reports another numbering (one
+	// started from a checkpoint that was not reloaded with the trainer's version, another run's
+	// server). These tokens are left out of the staleness sum instead of averaging a negative
+	// lag into it, and the trainer reports them (steps.jsonl tokens_ahead_of_trainer).
+	AheadTokens int64
+	MaxAhead    int64
+	LossTokens  int64
+}
+
+// StalenessMean is the mean version lag of the loss tokens whose lag is known and not negative
+// (0 when there are none).
+func (b *Batch) StalenessMean() float64 {
+	if b.StalenessTokens == 0 {
+		return 0
+	}
+	return float64(b.StalenessSum) / float64(b.StalenessTokens)
 }
 
 // EpisodeReward is the reward of t that the advantage estimator sees under source.
@@ -203,7 +222,13 @@ func (b *Batch) addTrajectory(t *schemas.Trajectory, advs []float64, gi, mi int,
 				trained++
 				if j < len(versions) {
 					st := version - versions[j]
+					if st < 0 {
+						b.AheadTokens++
+						b.MaxAhead = max(b.MaxAhead, -st)
+						continue
+					}
 					b.StalenessSum += st
+					b.StalenessTokens++
 					b.MaxStaleness = max(b.MaxStaleness, st)
 				}
 			}

@@ -170,3 +170,41 @@ func TestBuildDropsInvalidLogprobs(t *testing.T) {
 		t.Fatal("masked token's log-prob rejected the call")
 	}
 }
+
+// TestStalenessLeavesOutTokensAheadOfTrainer: a loss token whose version is newer than the
+// trainer's (a server that was never reloaded with the trainer's numbering: one started from an
+// SFT checkpoint at step 557 reports 557 to a trainer at 0) is counted as ahead, not averaged
+// into the staleness as a negative lag. Before, such a step logged staleness_mean −557.
+func TestStalenessLeavesOutTokensAheadOfTrainer(t *testing.T) {
+	// testGroup: per member, 4 loss tokens of calls 0-1 at version 3 and 1 of call 2 at version 2.
+	for _, tc := range []struct {
+		name                string
+		version             int64
+		sum, tokens, maxLag int64
+		ahead, maxAhead     int64
+		mean                float64
+	}{
+		{name: "all behind", version: 4, sum: 2 * (4*1 + 2), tokens: 10, maxLag: 2, mean: 1.2},
+		{name: "current", version: 3, sum: 2 * 1, tokens: 10, maxLag: 1, mean: 0.2},
+		{name: "some ahead", version: 2, sum: 0, tokens: 2, maxLag: 0, ahead: 8, maxAhead: 1, mean: 0},
+		{name: "all ahead (fresh trainer, unreloaded server)", version: 0, ahead: 10, maxAhead: 3, mean: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := Build([]*group.Group{testGroup(t)}, advantage.DefaultConfig(), DefaultConfig(), tc.version, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.LossTokens != 10 {
+				t.Fatalf("%d loss tokens, want 10", b.LossTokens)
+			}
+			if b.StalenessSum != tc.sum || b.StalenessTokens != tc.tokens || b.MaxStaleness != tc.maxLag ||
+				b.AheadTokens != tc.ahead || b.MaxAhead != tc.maxAhead {
+				t.Fatalf("staleness sum %d over %d tokens, max %d; ahead %d (max %d); want %d over %d, max %d; ahead %d (max %d)",
+					b.StalenessSum, b.StalenessTokens, b.MaxStaleness, b.AheadTokens, b.MaxAhead, tc.sum, tc.tokens, tc.maxLag, tc.ahead, tc.maxAhead)
+			}
+			if m := b.StalenessMean(); math.Abs(m-tc.mean) > 1e-12 || m < 0 {
+				t.Fatalf("staleness mean %v, want %v", m, tc.mean)
+			}
+		})
+	}
+}

@@ -170,6 +170,11 @@ func (s *toySampler) LoadWeights(_ context.Context, path string, version int64) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.be.Close()
+	// curve holds one entry per version: the fresh trainer's first reload serves version 0 again
+	// (its initial weights, under its initial version) and replaces the server's own.
+	if version == s.version && len(s.curve) > 0 {
+		s.curve = s.curve[:len(s.curve)-1]
+	}
 	s.be, s.version = be, version
 	s.curve = append(s.curve, meanExpectedReward(s.t, be))
 	close(s.changed)

@@ -28,8 +28,10 @@ func TestReloadBetweenCheckpoints(t *testing.T) {
 		checkpoint []int64 // versions published with one
 		ipcReloads int
 	}{
-		{name: "ipc", mode: llm.ReloadIPC, ipc: true, inMemory: []int64{1, 3}, checkpoint: []int64{2, 3}, ipcReloads: 4},
-		{name: "auto, SGLang server", mode: llm.ReloadAuto, inMemory: nil, checkpoint: []int64{2, 3}},
+		// Version 0: the fresh trainer's initial weights, from memory when the server takes them
+		// so, else from checkpoint v0 (the random initialisation has no model.path).
+		{name: "ipc", mode: llm.ReloadIPC, ipc: true, inMemory: []int64{0, 1, 3}, checkpoint: []int64{2, 3}, ipcReloads: 5},
+		{name: "auto, SGLang server", mode: llm.ReloadAuto, inMemory: nil, checkpoint: []int64{0, 2, 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := llmtest.NewServer(tokenizertest.Qwen3(t), llmtest.Constant(llmtest.Reply{Content: "ok"}))

@@ -31,6 +31,7 @@ type Metrics struct {
 	Advantage        prometheus.Gauge
 	StalenessMax     prometheus.Gauge
 	StalenessMean    prometheus.Gauge
+	TokensAhead      prometheus.Counter
 	Reward           *prometheus.GaugeVec   // domain: mean τ² reward of the trained episodes of the last step
 	Episodes         *prometheus.CounterVec // domain: episodes trained
 	Trajectories     *prometheus.CounterVec // verdict: accepted, duplicate, infra_error, not_evaluated, stale, resumed
@@ -84,29 +85,31 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Advantage:        g("advantage_mean", "Mean advantage over loss tokens."),
 		StalenessMax:     g("staleness_max", "Largest version lag of a loss token in the last step."),
 		StalenessMean:    g("staleness_mean", "Mean version lag of loss tokens in the last step."),
-		Reward:           prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "reward", Help: "Mean τ² reward of the episodes trained in the last step, per domain."}, []string{"domain"}),
-		Episodes:         prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "episodes_trained_total", Help: "Episodes trained on, per domain."}, []string{"domain"}),
-		Trajectories:     prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "trajectories_total", Help: "Trajectories received, by what grouping did with them."}, []string{"verdict"}),
-		StaleDropped:     c("stale_dropped_total", "Trajectories dropped for exceeding max_head_offpolicyness (on arrival or while waiting)."),
-		Groups:           prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "groups_total", Help: "Groups by outcome."}, []string{"outcome"}),
-		PendingGroups:    g("pending_groups", "Incomplete groups waiting for members."),
-		ReadyGroups:      g("ready_groups", "Complete groups waiting for a step."),
-		Messages:         c("messages_total", "Kafka messages consumed."),
-		EmptyMessages:    c("empty_messages_total", "Messages without trajectories (dead-lettered or skipped)."),
-		Requests:         c("rollout_requests_total", "Rollout requests published."),
-		LiveRequests:     g("live_requests", "Rollout requests not yet finished (admission)."),
-		ExpiredRequests:  prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "expired_requests_total", Help: "Rollout requests expired by admission."}, []string{"reason"}),
-		Checkpoints:      c("checkpoints_total", "Checkpoints written."),
-		CommitErrors:     c("commit_errors_total", "Failed offset commits (retried at the next checkpoint)."),
-		ReloadErrors:     c("reload_errors_total", "Failed inference-server weight reloads."),
-		PublishErrors:    c("publish_errors_total", "Failed policy-version publications."),
+		TokensAhead: c("tokens_ahead_of_trainer_total", "Loss tokens whose policy version is newer than the trainer's "+
+			"(a server numbering its weights otherwise: misconfiguration); left out of the staleness."),
+		Reward:          prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "reward", Help: "Mean τ² reward of the episodes trained in the last step, per domain."}, []string{"domain"}),
+		Episodes:        prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "episodes_trained_total", Help: "Episodes trained on, per domain."}, []string{"domain"}),
+		Trajectories:    prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "trajectories_total", Help: "Trajectories received, by what grouping did with them."}, []string{"verdict"}),
+		StaleDropped:    c("stale_dropped_total", "Trajectories dropped for exceeding max_head_offpolicyness (on arrival or while waiting)."),
+		Groups:          prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "groups_total", Help: "Groups by outcome."}, []string{"outcome"}),
+		PendingGroups:   g("pending_groups", "Incomplete groups waiting for members."),
+		ReadyGroups:     g("ready_groups", "Complete groups waiting for a step."),
+		Messages:        c("messages_total", "Kafka messages consumed."),
+		EmptyMessages:   c("empty_messages_total", "Messages without trajectories (dead-lettered or skipped)."),
+		Requests:        c("rollout_requests_total", "Rollout requests published."),
+		LiveRequests:    g("live_requests", "Rollout requests not yet finished (admission)."),
+		ExpiredRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "expired_requests_total", Help: "Rollout requests expired by admission."}, []string{"reason"}),
+		Checkpoints:     c("checkpoints_total", "Checkpoints written."),
+		CommitErrors:    c("commit_errors_total", "Failed offset commits (retried at the next checkpoint)."),
+		ReloadErrors:    c("reload_errors_total", "Failed inference-server weight reloads."),
+		PublishErrors:   c("publish_errors_total", "Failed policy-version publications."),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, col := range []prometheus.Collector{m.Version, m.Steps, m.StepSeconds, m.PhaseSeconds, m.BusySeconds, m.TokensPerSecond, m.TreeTokenRatio,
 		m.PackedTokens, m.OriginalTokens, m.LossTokens, m.OversizeCalls, m.InvalidCalls, m.MicroBatches, m.Loss, m.GradNorm, m.Entropy, m.ClipFraction, m.ApproxKL,
-		m.ImportanceWeight, m.BehavWeight, m.BehavWeightMax, m.BehavCapFraction, m.Advantage, m.StalenessMax, m.StalenessMean,
+		m.ImportanceWeight, m.BehavWeight, m.BehavWeightMax, m.BehavCapFraction, m.Advantage, m.StalenessMax, m.StalenessMean, m.TokensAhead,
 		m.Reward, m.Episodes, m.Trajectories, m.StaleDropped, m.Groups, m.PendingGroups, m.ReadyGroups, m.Messages, m.EmptyMessages,
 		m.Requests, m.LiveRequests, m.ExpiredRequests, m.Checkpoints, m.CommitErrors, m.ReloadErrors, m.PublishErrors} {
 		if err := reg.Register(col); err != nil {

@@ -186,8 +186,10 @@ func TestTrainerSteps(t *testing.T) {
 	if tr.Version() != 3 || tr.Step() != 3 {
 		t.Fatalf("version %d step %d, want 3", tr.Version(), tr.Step())
 	}
-	if !slices.Equal(rec.reloads, []int64{1, 2, 3}) || len(rec.versions) != 3 || rec.versions[2].Version != 3 ||
-		rec.versions[2].CheckpointPath != rec.paths[2] {
+	// Version 0 first: the fresh trainer reloads the servers with its initial weights (checkpoint
+	// v0, written because the backend has no model.path) before it issues a request.
+	if !slices.Equal(rec.reloads, []int64{0, 1, 2, 3}) || len(rec.versions) != 4 || rec.versions[3].Version != 3 ||
+		rec.versions[3].CheckpointPath != rec.paths[3] || rec.versions[0].CheckpointPath != filepath.Join(cfg.Checkpoint.Dir, "v0") {
 		t.Fatalf("reloads %v versions %+v", rec.reloads, rec.versions)
 	}
 	// Admission: (max_head_offpolicyness 2 + 1) × B 2 = 6 requests live at most at version 0.

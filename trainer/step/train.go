@@ -225,8 +225,16 @@ func (t *Trainer) record(groups []*group.Group, b *batch.Batch, p *prefixtree.Pa
 	m.BehavCapFraction.Set(st.CapFraction())
 	m.Advantage.Set(st.Advantage())
 	m.StalenessMax.Set(float64(b.MaxStaleness))
-	if b.LossTokens > 0 {
-		m.StalenessMean.Set(float64(b.StalenessSum) / float64(b.LossTokens))
+	if b.StalenessTokens > 0 {
+		m.StalenessMean.Set(b.StalenessMean())
+	}
+	m.TokensAhead.Add(float64(b.AheadTokens))
+	if b.AheadTokens > 0 && !t.warnedAhead {
+		t.warnedAhead = true
+		t.d.Log.Warn("loss tokens carry a policy version newer than the trainer's: the inference servers number their weights "+
+			"otherwise (a server not reloaded by this trainer, or one started from a checkpoint at another step); "+
+			"these tokens are left out of the staleness and counted in tokens_ahead_of_trainer (warned once)",
+			"step", t.step, "version", t.version, "tokens_ahead", b.AheadTokens, "max_ahead", b.MaxAhead, "loss_tokens", b.LossTokens)
 	}
 	sum, cnt := map[string]float64{}, map[string]int{}
 	var all float64
@@ -259,8 +267,9 @@ func (t *Trainer) record(groups []*group.Group, b *batch.Batch, p *prefixtree.Pa
 		"behav_abs_diff": st.BehavAbsDiff(), "behav_cap_fraction": st.CapFraction(), "behav_weight_max": st.BehavWMax,
 		"approx_kl": st.ApproxKL(), "staleness_max": float64(b.MaxStaleness),
 		// Staleness at training time: version lag of the loss tokens (trainer version − the
-		// version that sampled them), mean over the step's loss tokens.
-		"staleness_mean": float64(b.StalenessSum) / float64(max(b.LossTokens, 1)),
+		// version that sampled them), mean over the step's loss tokens that carry a version no
+		// newer than the trainer's; those ahead of it (misconfigured servers) are counted apart.
+		"staleness_mean": b.StalenessMean(), "tokens_ahead_of_trainer": float64(b.AheadTokens),
 	}
 	t.acct.flush(t.last, t.pendingEpisodes()) // where the episodes received since the last step went
 	t.gauges()

@@ -92,6 +92,14 @@ type Deps struct {
 	Versions  VersionPublisher
 	Requests  RequestPublisher
 	Admission *admission.Manager
+	// InitialWeights is the directory the backend's weights were loaded from when the trainer
+	// starts fresh (model.path: a Hugging Face directory, config.json + *.safetensors, which
+	// SGLang, vLLM and tau2-sampler load), as the servers see it; "" for a random
+	// initialisation. Run reloads the servers from it, under the trainer's initial version,
+	// before it issues a rollout request (announceStart); without it, and unless every server
+	// takes the weights from memory, Run first writes checkpoint v<version> for them. Ignored
+	// when Restore resumed from a checkpoint.
+	InitialWeights string
 	// Feed, when set, makes this trainer the leader of several hosts (trainer/feed, Follow):
 	// Backend must be the local ranks' *dp.Group, and every update and checkpoint includes the
 	// follower hosts. The caller closes it after Run.
@@ -116,8 +124,10 @@ type Trainer struct {
 	checkpointedStep int64
 	grouper          *group.Grouper
 	restoredFrom     string // the checkpoint Restore resumed from, announced again by Run
-	tracker          *offsets.Tracker
-	ready            []*group.Group
+	// warnedAhead is set once a step's loss tokens carried versions newer than the trainer's.
+	warnedAhead bool
+	tracker     *offsets.Tracker
+	ready       []*group.Group
 	// resumeFrom holds the commit targets of the restored checkpoint: messages below them were
 	// processed before the restart.
 	resumeFrom map[offsets.TopicPartition]int64
@@ -179,10 +189,10 @@ func New(cfg Config, d Deps) (*Trainer, error) {
 // so the next step is the one an uninterrupted run would have taken.
 func (t *Trainer) Restore(st checkpoint.State) error {
 	t.version, t.step, t.checkpointedStep = st.Version, st.Step, st.Step
-	if p := t.ckpt.Path(st.Version); st.Version > 0 {
-		if _, err := checkpoint.Verify(p); err == nil {
-			t.restoredFrom = p // announced again when Run starts
-		}
+	// Version 0 too: a fresh start without model.path writes v0 for the servers (announceStart).
+	// A state without its directory (checkpoint.start_fresh's numbering) announces nothing here.
+	if p := t.ckpt.Path(st.Version); verified(p) {
+		t.restoredFrom = p // announced again when Run starts
 	}
 	for _, o := range st.Offsets {
 		t.resumeFrom[offsets.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = o.Next
@@ -196,6 +206,12 @@ func (t *Trainer) Restore(st checkpoint.State) error {
 	}
 	t.d.Metrics.Version.Set(float64(t.version))
 	return nil
+}
+
+// verified reports whether dir is a complete checkpoint (checkpoint.Verify).
+func verified(dir string) bool {
+	_, err := checkpoint.Verify(dir)
+	return err == nil
 }
 
 // Version returns the current policy version. Safe for concurrent use.
@@ -238,13 +254,8 @@ func (t *Trainer) Run(ctx context.Context) error {
 	}()
 	tick := time.NewTicker(t.cfg.Tick)
 	defer tick.Stop()
-	if t.restoredFrom != "" {
-		// A run resumed from checkpoint vN announces vN again before it asks for rollouts. The
-		// previous process may have died between saving vN and announcing it, its reload may have
-		// failed (a server down), or the versions topic may hold a lower version: producers
-		// would then tag every episode with that version and this trainer, at vN, would drop
-		// each one as stale and never step again.
-		t.announce(ctx, t.restoredFrom)
+	if err := t.announceStart(ctx); err != nil {
+		return err
 	}
 	if err := t.admit(ctx); err != nil {
 		return err
@@ -294,6 +305,68 @@ func (t *Trainer) Run(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// announceStart makes the inference servers serve this trainer's weights under its version
+// before Run issues a rollout request, resumed or not.
+//
+// A run resumed from checkpoint vN announces vN again. The previous process may have died between
+// saving vN and announcing it, its reload may have failed (a server down), or the versions topic
+// may hold a lower version: producers would then tag every episode with that version and this
+// trainer, at vN, would drop each one as stale and never step again.
+//
+// A fresh run (no checkpoint to resume from) reloads the servers with its initial weights under
+// its initial version (0, or N after checkpoint.start_fresh). The servers may have been started
+// from anything: tau2-sampler reports the step of the checkpoint it loaded as its version (557
+// for an SFT checkpoint at step 557), another run's server its own; without the reload the
+// tokens sampled before the first step's reload would carry that version, not the trainer's,
+// and the version spans could not show which weights sampled them. The weights come, in order
+// of preference: from memory when every server takes them so (CUDA IPC, milliseconds); from
+// Deps.InitialWeights (model.path; a server on the trainer's GPU in reload.mode=auto still
+// takes them by IPC); or from checkpoint v<version> written now (a random initialisation has
+// no file; the checkpoint is a complete one, so a restart before the first step resumes from it).
+// Without a reloader nothing is reloaded or published, as before.
+//
+// A failed reload is logged and counted, not fatal (announce): the servers then keep their own
+// version, and the steps count the tokens ahead of the trainer's version
+// (tokens_ahead_of_trainer) instead of averaging a negative lag into the staleness.
+func (t *Trainer) announceStart(ctx context.Context) error {
+	if t.restoredFrom != "" {
+		t.announce(ctx, t.restoredFrom)
+		return nil
+	}
+	if t.d.Reloader == nil {
+		return nil
+	}
+	if r, ok := t.d.Reloader.(MemoryReloader); ok && r.ReloadsFromMemory() {
+		t.announce(ctx, "")
+		return nil
+	}
+	path := t.d.InitialWeights
+	if path == "" {
+		st := checkpoint.State{Version: t.version, Step: t.step, Time: t.d.Now().UTC()}
+		if t.d.Admission != nil {
+			a, err := t.d.Admission.State()
+			if err != nil {
+				return err
+			}
+			st.Admission = a
+		}
+		be := t.d.Backend
+		if t.d.Feed != nil {
+			be = hostsSaver{Group: be.(*dp.Group), feed: t.d.Feed}
+		}
+		var err error
+		if path, err = t.ckpt.SaveBackend(st, be, t.dtype); err != nil {
+			return fmt.Errorf("step: initial weights for the inference servers (no model.path): %w", err)
+		}
+		t.checkpointedStep = t.step
+		t.d.Metrics.Checkpoints.Inc()
+		t.d.Log.Info("initial weights written for the inference servers", "version", t.version, "path", path)
+	}
+	t.d.Log.Info("reloading the inference servers with the initial weights", "version", t.version, "path", path)
+	t.announce(ctx, path)
+	return nil
 }
 
 // finish checkpoints steps not yet covered by a checkpoint.
