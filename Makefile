@@ -59,7 +59,7 @@ run: build assets
 # tau2-sampler and the CUDA trainer → pass^k before/after → report and figures in run/<time>/.
 # learn-cpu runs every stage at a tiny scale on the pure-Go backend with the scripted stand-in.
 learn: build gpu-trainer gpu-sampler
-	@$(BIN)/tau2-run experiment bin=$(BIN) policy=sampler backend=cuda $(LEARN_ARGS)
+	@$(BIN)/tau2-run experiment bin=$(BIN) policy=sampler backend=cuda heldout_split=test $(LEARN_ARGS)
 
 learn-cpu: build
 	@$(BIN)/tau2-run experiment bin=$(BIN) policy=scripted backend=cpu domain=mock split=base \

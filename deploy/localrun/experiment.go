@@ -107,7 +107,7 @@ func RunExperiment(ctx context.Context, cfg ExperimentConfig, dir string, out io
 		{"policy server", e.policyServer},
 		{"eval before", e.evalBefore},
 		{"grpo", e.grpo},
-		{"eval after", func(ctx context.Context) error { return e.eval(ctx, "after", e.cfg.EvalTemperature, &e.rep.After) }},
+		{"eval after", e.evalAfter},
 	} {
 		if err := stage(s.name, s.f); err != nil {
 			return err
@@ -400,9 +400,13 @@ func (e *experiment) policyServer(ctx context.Context) error {
 	return nil
 }
 
-// evalBefore measures the SFT policy at eval_temperature, then at each probe temperature.
+// evalBefore measures the SFT policy at eval_temperature (on the training tasks, then on the
+// held-out split's when set), then at each probe temperature.
 func (e *experiment) evalBefore(ctx context.Context) error {
 	if err := e.eval(ctx, "before", e.cfg.EvalTemperature, &e.rep.Before); err != nil {
+		return err
+	}
+	if err := e.evalHeldOut(ctx, "before", &e.rep.BeforeHeldOut); err != nil {
 		return err
 	}
 	for _, t := range e.cfg.ProbeTemperatures {
@@ -415,6 +419,27 @@ func (e *experiment) evalBefore(ctx context.Context) error {
 	return nil
 }
 
+// evalAfter measures the policy GRPO left, as evalBefore (no probes).
+func (e *experiment) evalAfter(ctx context.Context) error {
+	if err := e.eval(ctx, "after", e.cfg.EvalTemperature, &e.rep.After); err != nil {
+		return err
+	}
+	return e.evalHeldOut(ctx, "after", &e.rep.AfterHeldOut)
+}
+
+// evalHeldOut evaluates on heldout_split's tasks, when it is set.
+func (e *experiment) evalHeldOut(ctx context.Context, when string, into **EvalStats) error {
+	if e.cfg.HeldOutSplit == "" || e.cfg.EvalTrials == 0 {
+		return nil
+	}
+	st := &EvalStats{}
+	if err := e.evalOn(ctx, when+"-"+e.cfg.HeldOutSplit, e.cfg.HeldOutSplit, e.cfg.HeldOutTaskIDs, e.cfg.EvalTemperature, st); err != nil {
+		return err
+	}
+	*into = st
+	return nil
+}
+
 var passRow = regexp.MustCompile(`(?m)^(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+([0-9.]+)((?:\s+[0-9.]+|\s+-)*)\s*$`)
 
 // eval runs tau2-eval run on the tasks at the given sampling temperature and parses its pass^k
@@ -424,14 +449,19 @@ func (e *experiment) eval(ctx context.Context, name string, temperature float64,
 		e.printf("   eval_trials=0: not evaluated")
 		return nil
 	}
-	args := append([]string{"econfig.domain=" + e.cfg.Domain, "split=" + e.cfg.Split, "data_dir=" + e.cfg.DataDir,
+	return e.evalOn(ctx, name, e.cfg.Split, e.cfg.TaskIDs, temperature, into)
+}
+
+// evalOn runs tau2-eval run on the given split's tasks (ids) and parses its pass^k row.
+func (e *experiment) evalOn(ctx context.Context, name, split string, ids []string, temperature float64, into *EvalStats) error {
+	args := []string{"econfig.domain=" + e.cfg.Domain, "split=" + split, "data_dir=" + e.cfg.DataDir,
 		fmt.Sprintf("num_trials=%d", e.cfg.EvalTrials), fmt.Sprintf("concurrency=%d", e.cfg.Concurrency),
 		"policy.endpoints=[http://" + e.policyAddr + "]", "econfig.user_llm_base_url=http://" + e.llmAddr + "/v1",
 		fmt.Sprintf("sampling.temperature=%g", temperature), fmt.Sprintf("policy.max_new_tokens=%d", e.cfg.MaxNewToken),
 		// Each trial's seed goes with its policy requests: the same trials sampled the same way
 		// in every run and evaluation, so before/after and seed-to-seed differences are the policy's.
 		"policy.send_seed=true",
-		"output=" + filepath.Join(e.dir, "eval-"+name+".json")}, e.taskArgs("task_ids")...)
+		"output=" + filepath.Join(e.dir, "eval-"+name+".json"), "task_ids=" + yamlList(ids)}
 	text, err := e.oneShot(ctx, "eval-"+name, "tau2-eval", append([]string{"run"}, args...)...)
 	if err != nil {
 		return err
@@ -452,7 +482,7 @@ func (e *experiment) eval(ctx context.Context, name string, temperature float64,
 	if into.Simulations == 0 {
 		return fmt.Errorf("no pass^k row for %s in the output of tau2-eval run (see %s)", e.cfg.Domain, filepath.Join(e.dir, "eval-"+name+".log"))
 	}
-	e.printf("   %d tasks × %d trials at temperature %g: avg reward %.3f, pass^k %s (infra errors %d)", into.Tasks, e.cfg.EvalTrials, temperature,
+	e.printf("   %s: %d tasks × %d trials at temperature %g: avg reward %.3f, pass^k %s (infra errors %d)", split, into.Tasks, e.cfg.EvalTrials, temperature,
 		into.Avg, rounded(into.PassK), into.Infra)
 	return nil
 }
@@ -686,7 +716,12 @@ func (e *experiment) writeReport() error {
 	}
 	fmt.Fprintf(&s, "| GRPO | %d steps, %d episodes (%d trained on), train %.0fs of %.0fs |\n", r.GRPO.Steps, r.GRPO.Episodes, r.GRPO.TrainedEpisodes,
 		r.GRPO.TrainSeconds, r.GRPO.WallSeconds)
-	fmt.Fprintf(&s, "| eval after GRPO | avg %.3f, pass^k %s |\n\n", r.After.Avg, rounded(r.After.PassK))
+	fmt.Fprintf(&s, "| eval after GRPO | avg %.3f, pass^k %s |\n", r.After.Avg, rounded(r.After.PassK))
+	if r.BeforeHeldOut != nil && r.AfterHeldOut != nil {
+		fmt.Fprintf(&s, "| held-out %s split (%d tasks never trained on), before → after GRPO | pass^1 %.3f → %.3f, pass^k %s → %s |\n",
+			e.cfg.HeldOutSplit, len(e.cfg.HeldOutTaskIDs), r.BeforeHeldOut.Avg, r.AfterHeldOut.Avg, rounded(r.BeforeHeldOut.PassK), rounded(r.AfterHeldOut.PassK))
+	}
+	fmt.Fprintf(&s, "\n")
 	if r.GRPO.NoStepReason != "" {
 		fmt.Fprintf(&s, "**GRPO took no step** (the evaluation after is the SFT policy's again): %s\n\n", r.GRPO.NoStepReason)
 	}

@@ -134,6 +134,9 @@ func PrepareExperiment(c *ExperimentConfig, out io.Writer) error {
 	if c.TaskIDs, err = SelectTasks(*c, out); err != nil {
 		return fmt.Errorf("%w: %w", ErrUsage, err)
 	}
+	if c.HeldOutTaskIDs, err = SelectHeldOut(*c, out); err != nil {
+		return fmt.Errorf("%w: %w", ErrUsage, err)
+	}
 	for _, p := range []*string{&c.ModelConfig, &c.ModelPath, &c.Bin} {
 		if *p != "" {
 			if *p, err = filepath.Abs(*p); err != nil {
@@ -142,6 +145,26 @@ func PrepareExperiment(c *ExperimentConfig, out io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// SelectHeldOut resolves heldout_split's tasks by SelectTasks' rules (restricted to
+// heldout_task_ids when given, every one of them rather than the first 'tasks'); none without a
+// held-out split. The split the policy trains on is refused: it would measure nothing held out.
+func SelectHeldOut(c ExperimentConfig, out io.Writer) ([]string, error) {
+	if c.HeldOutSplit == "" {
+		return nil, nil
+	}
+	if c.HeldOutSplit == c.Split {
+		return nil, fmt.Errorf("heldout_split %q is the split the policy trains on (airline's other split is test)", c.Split)
+	}
+	h := c
+	h.Split, h.TaskIDs, h.Tasks = c.HeldOutSplit, c.HeldOutTaskIDs, 0
+	fmt.Fprintf(out, "held-out split %s:\n", c.HeldOutSplit)
+	ids, err := SelectTasks(h, out)
+	if err != nil {
+		return nil, fmt.Errorf("heldout_split: %w", err)
+	}
+	return ids, nil
 }
 
 // checkBinaries reports the first of names not built in bin, with how to build it.

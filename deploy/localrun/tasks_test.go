@@ -1,6 +1,7 @@
 package localrun
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -65,5 +66,37 @@ func TestQueryHint(t *testing.T) {
 	m := regexp.MustCompile(`(?m)^BINARIES\s*:?=(.*)$`).FindSubmatch(mk)
 	if m == nil || !slices.Contains(strings.Fields(string(m[1])), "tau2-query") {
 		t.Errorf("the Makefile's BINARIES does not build tau2-query: %q", m)
+	}
+}
+
+// TestSelectHeldOut: heldout_split resolves the other split's tasks by the same rules (airline's
+// test split: tasks none of which is a training task), and the training split itself is refused.
+func TestSelectHeldOut(t *testing.T) {
+	dir := tau2test.DataDir(t)
+	cfg := DefaultExperimentConfig()
+	cfg.DataDir, cfg.HeldOutSplit = dir, "test"
+	train, err := SelectTasks(cfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := SelectHeldOut(cfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(held) == 0 {
+		t.Fatal("no held-out tasks on airline's test split")
+	}
+	for _, id := range held {
+		if slices.Contains(train, id) {
+			t.Errorf("held-out task %s is also a training task", id)
+		}
+	}
+	cfg.HeldOutSplit = cfg.Split
+	if _, err := SelectHeldOut(cfg, io.Discard); err == nil || !strings.Contains(err.Error(), "trains on") {
+		t.Errorf("heldout_split = split: err %v, want a refusal", err)
+	}
+	cfg.HeldOutSplit = ""
+	if ids, err := SelectHeldOut(cfg, io.Discard); ids != nil || err != nil {
+		t.Errorf("no held-out split: %v, %v", ids, err)
 	}
 }

@@ -86,6 +86,12 @@ type ExperimentConfig struct {
 	// temperatures (0 = greedy), beside the one at eval_temperature: whether the SFT policy's
 	// gap to its demonstrator comes from sampling slips (report.json's eval_before_probes).
 	ProbeTemperatures []float64 `yaml:"probe_temperatures"`
+	// HeldOutSplit, when set (airline: "test"), adds evaluations before and after GRPO on that
+	// split's tasks, selected by the same rules (write_tasks_only, gradable; restricted to
+	// heldout_task_ids when given): tasks the policy never trained on, so the pair says whether
+	// it learned the domain's policy or the training tasks' action sequences.
+	HeldOutSplit   string   `yaml:"heldout_split"`
+	HeldOutTaskIDs []string `yaml:"heldout_task_ids"`
 	// SFTArgs and TrainerArgs are extra key=value settings of tau2-trainer sft and of the GRPO
 	// tau2-trainer, after the experiment's: sft_args=[optimizer.lr_schedule=cosine],
 	// trainer_args=[actor.optimizer.warmup_steps=5, reload.mode=ipc].
@@ -127,6 +133,9 @@ type Report struct {
 	Before EvalStats        `json:"eval_before"`
 	After  EvalStats        `json:"eval_after"`
 	GRPO   GRPOStats        `json:"grpo"`
+	// BeforeHeldOut and AfterHeldOut are the evaluations on heldout_split (absent without it).
+	BeforeHeldOut *EvalStats `json:"eval_before_heldout,omitempty"`
+	AfterHeldOut  *EvalStats `json:"eval_after_heldout,omitempty"`
 	// BeforeProbes are the extra evaluations of the SFT policy at probe_temperatures.
 	BeforeProbes []EvalProbe        `json:"eval_before_probes,omitempty"`
 	Stages       map[string]float64 `json:"stage_seconds"`
