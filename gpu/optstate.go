@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 
+	"tau2rl/gpu/internal/par"
 	"tau2rl/gpu/safetensors"
 	"tau2rl/lib/durable"
 )
@@ -120,6 +121,32 @@ func ReadOptimizerStateTensor(f *safetensors.File, p ParamSpec, suffix string, s
 	vals, _, err := f.Float32(name)
 	if err != nil {
 		return nil, err
+	}
+	// The common case, a valid tensor, is established on all cores; a bad one is scanned again
+	// in order below so the error names its first bad element.
+	valid := !par.Any(len(vals), func(lo, hi int) bool {
+		c := vals[lo:hi]
+		if !allFinite(c) {
+			return true
+		}
+		if suffix == SuffixExpAvgSq {
+			for _, x := range c {
+				if x < 0 {
+					return true
+				}
+			}
+		}
+		if step == 0 && suffix != SuffixMaster {
+			for _, x := range c {
+				if x != 0 {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	if valid {
+		return vals, nil
 	}
 	for i, x := range vals {
 		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"tau2rl/gpu/internal/par"
 	"tau2rl/gpu/safetensors"
 	"tau2rl/lib/durable"
 )
@@ -126,13 +127,38 @@ func (w *Weights) Check() error {
 		if len(t) != s.Size() {
 			return fmt.Errorf("gpu: weights %s has %d values, want %v = %d", s.Name, len(t), s.Shape, s.Size())
 		}
-		for i, v := range t {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return fmt.Errorf("gpu: weights %s[%d] = %v is not finite", s.Name, i, v)
-			}
+		if i := firstNonFinite(t); i >= 0 {
+			return fmt.Errorf("gpu: weights %s[%d] = %v is not finite", s.Name, i, t[i])
 		}
 	}
 	return nil
+}
+
+// firstNonFinite returns the index of the first NaN or ±Inf in t, or -1. Every load, save and
+// backend constructor runs it over every weight, so it scans on all cores (gpu/internal/par),
+// testing the exponent bits (all ones: NaN or Inf) rather than converting to float64; the first
+// index is searched for only once a chunk has been found to hold one.
+func firstNonFinite(t []float32) int {
+	if !par.Any(len(t), func(lo, hi int) bool { return !allFinite(t[lo:hi]) }) {
+		return -1
+	}
+	for i, v := range t {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return i
+		}
+	}
+	return -1
+}
+
+// allFinite reports whether t holds no NaN or ±Inf.
+func allFinite(t []float32) bool {
+	const exp = 0x7f800000
+	for _, v := range t {
+		if math.Float32bits(v)&exp == exp {
+			return false
+		}
+	}
+	return true
 }
 
 // Clone returns a deep copy.

@@ -281,8 +281,6 @@ func (b *Backend) weightTensor(s gpu.ParamSpec) ([]float32, error) {
 		}
 	}
 	out := make([]float32, len(raw))
-	for i, h := range raw {
-		out[i] = safetensors.Float32FromBF16(h)
-	}
+	safetensors.Float32sFromBF16(out, raw)
 	return out, nil
 }

@@ -64,23 +64,62 @@ func (f *File) Raw(name string) (TensorInfo, []byte, error) {
 		return TensorInfo{}, nil, fmt.Errorf("safetensors: %s: no tensor %q", f.path, name)
 	}
 	b := make([]byte, t.End-t.Begin)
-	if _, err := f.r.ReadAt(b, f.start+t.Begin); err != nil && !(errors.Is(err, io.EOF) && len(b) == 0) {
-		return TensorInfo{}, nil, fmt.Errorf("safetensors: %s: read %q: %w", f.path, name, err)
+	if err := f.readAt(b, t.Begin, name); err != nil {
+		return TensorInfo{}, nil, err
 	}
 	return t, b, nil
 }
 
-// Float32 returns the named tensor converted to float32 and its shape.
+// Float32 returns the named tensor converted to float32 and its shape. F32 data is read straight
+// into the result on a little-endian host; other types are read readChunk bytes at a time and
+// converted over all cores, so a tensor never needs its encoded bytes and its float32 values in
+// memory at once.
 func (f *File) Float32(name string) ([]float32, []int, error) {
-	t, b, err := f.Raw(name)
-	if err != nil {
-		return nil, nil, err
+	t, ok := f.Header.Lookup(name)
+	if !ok {
+		return nil, nil, fmt.Errorf("safetensors: %s: no tensor %q", f.path, name)
 	}
-	dst := make([]float32, t.NumElements())
-	if err := Decode(t.DType, b, dst); err != nil {
-		return nil, nil, fmt.Errorf("safetensors: %s: tensor %q: %w", f.path, name, err)
+	switch t.DType {
+	case F64, F32, F16, BF16:
+	default:
+		return nil, nil, fmt.Errorf("safetensors: %s: tensor %q: safetensors: cannot decode %s as float32", f.path, name, t.DType)
+	}
+	n := t.NumElements()
+	size := int64(t.DType.Size())
+	if n*size != t.End-t.Begin { // ParseHeader guarantees it; a hand-built Header may not
+		return nil, nil, fmt.Errorf("safetensors: %s: tensor %q: %d bytes for %d values of %s", f.path, name, t.End-t.Begin, n, t.DType)
+	}
+	dst := make([]float32, n)
+	if fb, ok := float32Bytes(dst); ok && t.DType == F32 {
+		if err := f.readAt(fb, t.Begin, name); err != nil {
+			return nil, nil, err
+		}
+		return dst, t.Shape, nil
+	}
+	per := max(readChunk/size, 1)
+	buf := make([]byte, min(per, n)*size)
+	for lo := int64(0); lo < n; lo += per {
+		hi := min(lo+per, n)
+		b := buf[:(hi-lo)*size]
+		if err := f.readAt(b, t.Begin+lo*size, name); err != nil {
+			return nil, nil, err
+		}
+		if err := Decode(t.DType, b, dst[lo:hi]); err != nil {
+			return nil, nil, fmt.Errorf("safetensors: %s: tensor %q: %w", f.path, name, err)
+		}
 	}
 	return dst, t.Shape, nil
+}
+
+// readChunk is how many encoded bytes Float32 reads before converting them.
+const readChunk = 8 << 20
+
+// readAt fills b from the data buffer at offset off (relative to its start).
+func (f *File) readAt(b []byte, off int64, name string) error {
+	if _, err := f.r.ReadAt(b, f.start+off); err != nil && !(errors.Is(err, io.EOF) && len(b) == 0) {
+		return fmt.Errorf("safetensors: %s: read %q: %w", f.path, name, err)
+	}
+	return nil
 }
 
 // IndexFile is the name of the sharded-checkpoint index transformers writes and reads.

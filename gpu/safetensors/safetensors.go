@@ -315,7 +315,13 @@ type Writer struct {
 	w     io.Writer
 	specs []TensorSpec
 	next  int
+	// scratch holds one chunk of converted values (WriteFloat32), reused across tensors.
+	scratch []byte
 }
+
+// writeChunk is how many values WriteFloat32 converts before writing them: 8 MiB of bf16, so a
+// 600 MB embedding is never encoded into a second full-size buffer, yet each write is large.
+const writeChunk = 1 << 22
 
 // NewWriter writes the header for specs to w and returns a Writer expecting their data in order.
 func NewWriter(w io.Writer, specs []TensorSpec, metadata map[string]string) (*Writer, error) {
@@ -329,8 +335,8 @@ func NewWriter(w io.Writer, specs []TensorSpec, metadata map[string]string) (*Wr
 	return &Writer{w: w, specs: specs}, nil
 }
 
-// WriteTensor writes the raw little-endian bytes of the next tensor, which must be named name.
-func (w *Writer) WriteTensor(name string, data []byte) error {
+// expect checks that the next tensor is name and holds n bytes.
+func (w *Writer) expect(name string, n int64) error {
 	if w.next >= len(w.specs) {
 		return fmt.Errorf("safetensors: tensor %q written after all %d tensors", name, len(w.specs))
 	}
@@ -338,8 +344,16 @@ func (w *Writer) WriteTensor(name string, data []byte) error {
 	if s.Name != name {
 		return fmt.Errorf("safetensors: tensor %q written out of order, want %q", name, s.Name)
 	}
-	if int64(len(data)) != s.Bytes() {
-		return fmt.Errorf("safetensors: tensor %q: %d bytes, want %d", name, len(data), s.Bytes())
+	if n != s.Bytes() {
+		return fmt.Errorf("safetensors: tensor %q: %d bytes, want %d", name, n, s.Bytes())
+	}
+	return nil
+}
+
+// WriteTensor writes the raw little-endian bytes of the next tensor, which must be named name.
+func (w *Writer) WriteTensor(name string, data []byte) error {
+	if err := w.expect(name, int64(len(data))); err != nil {
+		return err
 	}
 	if _, err := w.w.Write(data); err != nil {
 		return fmt.Errorf("safetensors: write tensor %q: %w", name, err)
@@ -348,16 +362,38 @@ func (w *Writer) WriteTensor(name string, data []byte) error {
 	return nil
 }
 
-// WriteFloat32 encodes src in the next tensor's dtype (F32, F16 or BF16) and writes it.
+// WriteFloat32 encodes src in the next tensor's dtype (F32, F16 or BF16) and writes it. F32 on a
+// little-endian host is written straight from src; the 16-bit types are converted (over all
+// cores) writeChunk values at a time into a buffer the Writer reuses. The io.Writer must not
+// retain the slices it is given, as io.Writer requires.
 func (w *Writer) WriteFloat32(name string, src []float32) error {
 	if w.next >= len(w.specs) {
 		return fmt.Errorf("safetensors: tensor %q written after all %d tensors", name, len(w.specs))
 	}
-	b, err := Encode(w.specs[w.next].DType, src)
-	if err != nil {
-		return fmt.Errorf("safetensors: tensor %q: %w", name, err)
+	dt := w.specs[w.next].DType
+	if !canEncode(dt) {
+		return fmt.Errorf("safetensors: tensor %q: safetensors: cannot encode float32 as %s", name, dt)
 	}
-	return w.WriteTensor(name, b)
+	if fb, ok := float32Bytes(src); ok && dt == F32 {
+		return w.WriteTensor(name, fb)
+	}
+	size := dt.Size()
+	if err := w.expect(name, int64(len(src))*int64(size)); err != nil {
+		return err
+	}
+	for lo := 0; lo < len(src); lo += writeChunk {
+		part := src[lo:min(lo+writeChunk, len(src))]
+		if cap(w.scratch) < len(part)*size {
+			w.scratch = make([]byte, min(writeChunk, len(src))*size)
+		}
+		b := w.scratch[:len(part)*size]
+		encodeInto(dt, b, part)
+		if _, err := w.w.Write(b); err != nil {
+			return fmt.Errorf("safetensors: write tensor %q: %w", name, err)
+		}
+	}
+	w.next++
+	return nil
 }
 
 // Close checks that every tensor was written.
