@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"tau2rl/gpu"
 	"tau2rl/gpu/backends"
@@ -41,7 +42,10 @@ in-flight work never runs more than max_head_offpolicyness versions ahead (admis
 It resumes from the newest readable checkpoint in checkpoint.dir, optimizer state included, so the
 run continues exactly as if it had not stopped (an unreadable newer one is skipped, and logged);
 otherwise it starts from model.path (a Hugging Face Qwen3 checkpoint) or a random initialisation
-of model.config (a config.json). One of the two is required: there is no default model (a shape
+of model.config (a config.json). Either way, before it issues a rollout request it reloads the
+inference servers with its weights under its version (the resumed checkpoint's, or 0: from
+model.path, which the servers must see at the same path, by CUDA IPC, or from a checkpoint v0
+written for a random initialisation), so no token carries a version the trainer never had. One of the two is required: there is no default model (a shape
 small enough for any machine could not hold Qwen3's 151,936-token vocabulary, so it could not
 train on any real trajectory). If checkpoint.dir holds checkpoints but none is readable, it
 refuses to start unless checkpoint.start_fresh=true.
@@ -307,6 +311,13 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config) (err error) {
 		d.Reloader = reloader
 	default:
 		return fmt.Errorf("%w: reload.backend %q: want none, sglang or vllm", cli.ErrUsage, cfg.Reload.Backend)
+	}
+	if cfg.Model.Path != "" {
+		// A fresh start reloads the servers from model.path under its initial version before it
+		// issues a request (step.Deps.InitialWeights); the servers need an absolute path.
+		if d.InitialWeights, err = filepath.Abs(cfg.Model.Path); err != nil {
+			return fmt.Errorf("model.path: %w", err)
+		}
 	}
 	if d.Metrics, err = step.NewMetrics(rt.Registry); err != nil {
 		return err
