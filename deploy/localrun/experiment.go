@@ -274,39 +274,42 @@ func (e *experiment) demonstrations(ctx context.Context) error {
 	return nil
 }
 
-// countAtLeast counts the trajectories of a release with reward ≥ min.
-func countAtLeast(ctx context.Context, path string, min float64) (int, error) {
+// rewards reads the rewards of a release's trajectories.
+func rewards(ctx context.Context, path string) ([]float64, error) {
 	ds, err := dataset.Open(path)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	trajs, _, err := ds.ReadAll(ctx, dataset.Filter{})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
+	rs := make([]float64, len(trajs))
+	for i, t := range trajs {
+		rs[i] = t.Reward
+	}
+	return rs, nil
+}
+
+// countAtLeast counts the trajectories of a release with reward ≥ min.
+func countAtLeast(ctx context.Context, path string, min float64) (int, error) {
+	rs, err := rewards(ctx, path)
 	n := 0
-	for _, t := range trajs {
-		if t.Reward >= min {
+	for _, r := range rs {
+		if r >= min {
 			n++
 		}
 	}
-	return n, nil
+	return n, err
 }
 
 func meanReward(ctx context.Context, path string) (int, float64, error) {
-	ds, err := dataset.Open(path)
-	if err != nil {
-		return 0, 0, err
-	}
-	trajs, _, err := ds.ReadAll(ctx, dataset.Filter{})
-	if err != nil {
-		return 0, 0, err
-	}
+	rs, err := rewards(ctx, path)
 	var s float64
-	for _, t := range trajs {
-		s += t.Reward
+	for _, r := range rs {
+		s += r
 	}
-	return len(trajs), s / float64(max(len(trajs), 1)), nil
+	return len(rs), s / float64(max(len(rs), 1)), err
 }
 
 // sft trains the policy on the demonstrations (those with at least sft_min_reward when set).
