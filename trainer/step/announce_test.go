@@ -2,6 +2,7 @@ package step
 
 import (
 	"context"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -54,5 +55,60 @@ func TestResumeAnnouncesItsVersion(t *testing.T) {
 	}
 	if len(rec.versions) != 1 || rec.versions[0].Version != 1 || rec.versions[0].CheckpointPath != dir {
 		t.Fatalf("published %+v, want version 1 at %s", rec.versions, dir)
+	}
+}
+
+// TestRestartAfterInitialCheckpoint: a fresh trainer without model.path writes checkpoint v0 for
+// the servers; restarted before its first step, it resumes from v0 and announces it again, as
+// from any checkpoint, instead of writing v0 once more over the one it resumed from.
+func TestRestartAfterInitialCheckpoint(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.MaxSteps = 5
+	run := func(tr *Trainer) {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		if err := tr.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := &recorder{}
+	tr, err := New(cfg, Deps{Backend: newBackend(t), Source: newMemSource(nil), Reloader: rec, Versions: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(tr) // no messages: only v0, written and announced
+	m := &checkpoint.Manager{Dir: cfg.Checkpoint.Dir, Keep: 2}
+	dir, st, ok, _, err := m.Latest()
+	if err != nil || !ok || st.Version != 0 || st.Step != 0 {
+		t.Fatalf("checkpoint %s %+v %v %v, want v0", dir, st, ok, err)
+	}
+	be, err := cpu.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec2 := &recorder{}
+	tr2, err := New(cfg, Deps{Backend: be, Source: newMemSource(nil), Reloader: rec2, Versions: rec2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr2.Restore(st); err != nil {
+		t.Fatal(err)
+	}
+	run(tr2)
+	for i, r := range []*recorder{rec, rec2} {
+		r.mu.Lock()
+		if !slices.Equal(r.reloads, []int64{0}) || !slices.Equal(r.paths, []string{dir}) || len(r.versions) != 1 || r.versions[0].CheckpointPath != dir {
+			t.Errorf("run %d: reloads %v of %v, published %+v; want v0 of %s once", i+1, r.reloads, r.paths, r.versions, dir)
+		}
+		r.mu.Unlock()
+	}
+	ents, err := os.ReadDir(cfg.Checkpoint.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Name() != "v0" && e.IsDir() {
+			t.Errorf("checkpoint.dir holds %s besides v0 (the resumed v0 set aside and written again?)", e.Name())
+		}
 	}
 }

@@ -234,7 +234,7 @@ func (t *Trainer) record(groups []*group.Group, b *batch.Batch, p *prefixtree.Pa
 		t.d.Log.Warn("loss tokens carry a policy version newer than the trainer's: the inference servers number their weights "+
 			"otherwise (a server not reloaded by this trainer, or one started from a checkpoint at another step); "+
 			"these tokens are left out of the staleness and counted in tokens_ahead_of_trainer (warned once)",
-			"step", t.step, "version", t.version, "tokens_ahead", b.AheadTokens, "max_ahead", b.MaxAhead, "loss_tokens", b.LossTokens)
+			"step", t.step, "trainer_version", t.version-1, "tokens_ahead", b.AheadTokens, "max_ahead", b.MaxAhead, "loss_tokens", b.LossTokens)
 	}
 	sum, cnt := map[string]float64{}, map[string]int{}
 	var all float64
