@@ -46,9 +46,14 @@ func (d DType) String() string {
 }
 
 // Buffer is a contiguous run of N elements in the memory a Comm works on: host memory (Host set,
-// F32 only) for the in-process comm, device memory (Ptr set) for NCCL.
+// F32 only) for the in-process comm, device memory (Ptr set) for NCCL. Raw is host memory as
+// bytes of any DType, which the host communicators (NewLocal, the TCP hub) take for Broadcast
+// only: the weight-sync group (gpu/weightsync) broadcasts bf16 weights bit for bit, which a
+// float32 slice could not carry (a bf16 pair can read as a signalling NaN, which conversions
+// quieten).
 type Buffer struct {
 	Host  []float32      // host memory; nil for device buffers
+	Raw   []byte         // host memory as bytes (Broadcast on host comms only)
 	Ptr   unsafe.Pointer // device memory (cudaMalloc'd); nil for host buffers
 	N     int            // elements
 	DType DType
@@ -56,6 +61,11 @@ type Buffer struct {
 
 // HostBuffer wraps a host fp32 slice.
 func HostBuffer(x []float32) Buffer { return Buffer{Host: x, N: len(x), DType: F32} }
+
+// HostBytes wraps host memory holding len(b)/dt.Size() elements of type dt (Buffer.Raw).
+func HostBytes(b []byte, dt DType) Buffer {
+	return Buffer{Raw: b[:len(b)/dt.Size()*dt.Size()], N: len(b) / dt.Size(), DType: dt}
+}
 
 // DeviceBuffer describes n elements of type dt at device address p.
 func DeviceBuffer(p unsafe.Pointer, n int, dt DType) Buffer { return Buffer{Ptr: p, N: n, DType: dt} }
@@ -70,6 +80,10 @@ func (b Buffer) Slice(lo, hi int) Buffer {
 	}
 	if b.Host != nil {
 		return HostBuffer(b.Host[lo:hi:hi])
+	}
+	if b.Raw != nil {
+		sz := b.DType.Size()
+		return Buffer{Raw: b.Raw[lo*sz : hi*sz : hi*sz], N: hi - lo, DType: b.DType}
 	}
 	return Buffer{Ptr: unsafe.Add(b.Ptr, lo*b.DType.Size()), N: hi - lo, DType: b.DType}
 }
@@ -90,7 +104,8 @@ type Comm interface {
 	// AllGather concatenates every rank's send (equal lengths) in rank order into recv
 	// (Size()·send.Len() elements). send may be this rank's own block of recv (in place).
 	AllGather(send, recv Buffer) error
-	// Broadcast copies root's buf into every other rank's buf.
+	// Broadcast copies root's buf into every other rank's buf. Host comms also take Raw buffers
+	// (any DType, copied bit for bit).
 	Broadcast(buf Buffer, root int) error
 	// AllReduceFloat64 replaces vals (host memory, the same length on every rank) with their sums
 	// over ranks.

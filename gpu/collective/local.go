@@ -189,6 +189,9 @@ func (c *local) AllGather(send, recv Buffer) error {
 }
 
 func (c *local) Broadcast(buf Buffer, root int) error {
+	if buf.Raw != nil || (buf.N == 0 && buf.DType != F32) {
+		return c.broadcastRaw(buf, root)
+	}
 	if err := host("broadcast", buf); err != nil {
 		return err
 	}
@@ -200,6 +203,36 @@ func (c *local) Broadcast(buf Buffer, root int) error {
 		copy(out, all[root].buf.Host)
 		return nil
 	}, out, buf)
+}
+
+// broadcastRaw is Broadcast of a Raw buffer (bytes of any DType).
+func (c *local) broadcastRaw(buf Buffer, root int) error {
+	if err := raw("broadcast", buf); err != nil {
+		return err
+	}
+	if root < 0 || root >= c.h.n {
+		return fmt.Errorf("collective: broadcast root %d outside [0,%d)", root, c.h.n)
+	}
+	out := make([]byte, len(buf.Raw))
+	err := c.run(post{op: "broadcast-raw", buf: buf, root: root}, func(all []post) error {
+		if all[root].buf.DType != buf.DType {
+			return fmt.Errorf("collective: broadcast of %s from root %d into %s", all[root].buf.DType, root, buf.DType)
+		}
+		copy(out, all[root].buf.Raw)
+		return nil
+	}, nil, Buffer{})
+	if err == nil {
+		copy(buf.Raw, out) // after run's second barrier: no rank reads buf any more
+	}
+	return err
+}
+
+// raw checks a Raw buffer: bytes for exactly N elements.
+func raw(op string, b Buffer) error {
+	if len(b.Raw) != b.N*b.DType.Size() || b.Host != nil || b.Ptr != nil {
+		return fmt.Errorf("collective: %s: a raw host buffer needs %d bytes for %d %s elements, has %d", op, b.N*b.DType.Size(), b.N, b.DType, len(b.Raw))
+	}
+	return nil
 }
 
 func (c *local) AllReduceFloat64(vals []float64) error {

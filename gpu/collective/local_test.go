@@ -151,3 +151,49 @@ func TestLocalRejectsBadArguments(t *testing.T) {
 		t.Fatal("NewLocal(0) succeeded")
 	}
 }
+
+// TestBroadcastRawIsBitExact: a Raw bf16 broadcast carries every bit pattern, signalling-NaN
+// halves included (which a float32 round trip through gob or a conversion could quieten), on
+// both host communicators; slices of one buffer broadcast independently; a rank asking for
+// another length fails every rank.
+func TestBroadcastRawIsBitExact(t *testing.T) {
+	eachWorld(t, func(t *testing.T) {
+		const n, size = 3, 1 << 12
+		src := make([]byte, 2*size)
+		for i := range src {
+			src[i] = byte(i*131 + i>>8)
+		}
+		copy(src[:4], []byte{0x01, 0x80, 0x81, 0x7f}) // 0x7f818001: a signalling NaN as float32
+		got := make([][]byte, n)
+		errs := onRanks(t, n, func(c Comm) error {
+			buf := make([]byte, len(src))
+			if c.Rank() == 1 {
+				copy(buf, src)
+			}
+			b := HostBytes(buf, BF16)
+			for _, s := range [][2]int{{0, 7}, {7, 7}, {7, size}} { // per tensor, an empty one among them
+				if err := c.Broadcast(b.Slice(s[0], s[1]), 1); err != nil {
+					return err
+				}
+			}
+			got[c.Rank()] = buf
+			return nil
+		})
+		for r := range n {
+			if errs[r] != nil {
+				t.Fatalf("rank %d: %v", r, errs[r])
+			}
+			if string(got[r]) != string(src) {
+				t.Fatalf("rank %d received other bytes", r)
+			}
+		}
+		errs = onRanks(t, 2, func(c Comm) error {
+			return c.Broadcast(HostBytes(make([]byte, 2*(4+c.Rank())), BF16), 0)
+		})
+		for r, err := range errs {
+			if err == nil {
+				t.Fatalf("rank %d: a broadcast of mismatched lengths succeeded", r)
+			}
+		}
+	})
+}

@@ -35,6 +35,7 @@ type tcpHello struct {
 type tcpReq struct {
 	Op          string
 	Data        []float32
+	Raw         []byte // broadcast-raw: the root's bytes
 	Vals        []float64
 	Root        int
 	SendN, BufN int
@@ -43,6 +44,7 @@ type tcpReq struct {
 type tcpReply struct {
 	Err  string
 	Data []float32
+	Raw  []byte
 	Vals []float64
 }
 
@@ -153,7 +155,7 @@ func hubCompute(reqs []tcpReq) ([]tcpReply, error) {
 	n := len(reqs)
 	p := reqs[0]
 	for r, q := range reqs {
-		dataOK := len(q.Data) == len(p.Data) || p.Op == "broadcast"
+		dataOK := len(q.Data) == len(p.Data) || p.Op == "broadcast" || p.Op == "broadcast-raw"
 		if q.Op != p.Op || q.SendN != p.SendN || q.BufN != p.BufN || len(q.Vals) != len(p.Vals) || q.Root != p.Root || !dataOK {
 			return nil, fmt.Errorf("collective: rank 0 called %s(send %d, buf %d, vals %d, root %d) while rank %d called %s(send %d, buf %d, vals %d, root %d)",
 				p.Op, p.SendN, p.BufN, len(p.Vals), p.Root, r, q.Op, q.SendN, q.BufN, len(q.Vals), q.Root)
@@ -192,6 +194,13 @@ func hubCompute(reqs []tcpReq) ([]tcpReply, error) {
 		}
 		for r := range out {
 			out[r].Data = reqs[p.Root].Data
+		}
+	case "broadcast-raw": // BufN is bytes
+		if p.Root < 0 || p.Root >= n || len(reqs[p.Root].Raw) != p.BufN {
+			return nil, fmt.Errorf("collective: broadcast root %d outside [0,%d) or without its %d bytes", p.Root, n, p.BufN)
+		}
+		for r := range out {
+			out[r].Raw = reqs[p.Root].Raw
 		}
 	case "all-reduce-f64":
 		sum := make([]float64, len(p.Vals))
@@ -325,6 +334,9 @@ func (c *tcpComm) AllGather(send, recv Buffer) error {
 }
 
 func (c *tcpComm) Broadcast(buf Buffer, root int) error {
+	if buf.Raw != nil || (buf.N == 0 && buf.DType != F32) {
+		return c.broadcastRaw(buf, root)
+	}
 	if err := host("broadcast", buf); err != nil {
 		return err
 	}
@@ -340,6 +352,30 @@ func (c *tcpComm) Broadcast(buf Buffer, root int) error {
 		err = c.copyResult(buf, rep.Data)
 	}
 	return err
+}
+
+// broadcastRaw is Broadcast of a Raw buffer: the root's bytes travel as they are (the hub checks
+// only that every rank asks for the same number of bytes from the same root).
+func (c *tcpComm) broadcastRaw(buf Buffer, root int) error {
+	if err := raw("broadcast", buf); err != nil {
+		return err
+	}
+	if root < 0 || root >= c.world {
+		return fmt.Errorf("collective: broadcast root %d outside [0,%d)", root, c.world)
+	}
+	q := tcpReq{Op: "broadcast-raw", Root: root, BufN: len(buf.Raw)}
+	if c.rank == root {
+		q.Raw = buf.Raw
+	}
+	rep, err := c.call(q)
+	if err != nil {
+		return err
+	}
+	if len(rep.Raw) != len(buf.Raw) {
+		return fmt.Errorf("collective: rank %d: the hub returned %d bytes for %d", c.rank, len(rep.Raw), len(buf.Raw))
+	}
+	copy(buf.Raw, rep.Raw)
+	return nil
 }
 
 func (c *tcpComm) AllReduceFloat64(vals []float64) error {
