@@ -46,4 +46,9 @@ type ModelInfo struct {
 	// backend runs on (nvidia-smi's "GPU-…"), absent elsewhere. A trainer on the same GPU updates
 	// it by CUDA IPC (POST /update_weights_from_ipc) under reload.mode=auto.
 	GPUUUID string `json:"gpu_uuid,omitempty"`
+	// WeightSync is tau2rl's additive field: the backends (WeightSyncNCCL, WeightSyncTCP) by
+	// which a tau2-sampler joins a tau2rl trainer's weight-sync group (POST
+	// /init_weights_update_group with tau2rl's rendezvous, docs/INFERENCE.md §4c); absent on
+	// SGLang, whose group a tau2rl trainer cannot form. reload.mode=auto/distributed use it.
+	WeightSync []string `json:"weight_sync,omitempty"`
 }

@@ -71,6 +71,8 @@ func shapes() []shape {
 		{"update_weights_from_disk_request", UpdateWeightsFromDiskRequest{ModelPath: "/ckpt/step-3", WeightVersion: ptr("3"), FlushCache: ptr(true)},
 			func() any { return new(UpdateWeightsFromDiskRequest) }},
 		{"update_weights_from_ipc_request", ipcRequestExample(), func() any { return new(UpdateWeightsFromIPCRequest) }},
+		{"init_weights_update_group_request", initGroupExample(), func() any { return new(InitWeightsUpdateGroupRequest) }},
+		{"update_weights_from_distributed_request", distributedExample(), func() any { return new(UpdateWeightsFromDistributedRequest) }},
 		{"update_weights_response", UpdateWeightsResponse{Success: ptr(true), Message: "Succeeded to update model weights. Weight version updated to 3.", NumPausedRequests: 0},
 			func() any { return new(UpdateWeightsResponse) }},
 		{"update_weight_version_request", UpdateWeightVersionRequest{NewVersion: ptr("4"), AbortAllRequests: ptr(false)}, func() any { return new(UpdateWeightVersionRequest) }},
@@ -79,7 +81,7 @@ func shapes() []shape {
 		{"control_paused", ControlResponse{Status: "paused"}, func() any { return new(ControlResponse) }},
 		{"models", Models(NewModel("qwen3", "tau2rl", 0)), func() any { return new(ModelList) }},
 		{"model_info", ModelInfo{ModelPath: "/ckpt/step-3", IsGeneration: true, WeightVersion: "3", ModelType: "qwen3",
-			Architectures: []string{"Qwen3ForCausalLM"}, GPUUUID: "GPU-5e2b0c3a-1f4d-4b6e-9a70-3c2d1e0f9a8b"}, func() any { return new(ModelInfo) }},
+			Architectures: []string{"Qwen3ForCausalLM"}, GPUUUID: "GPU-5e2b0c3a-1f4d-4b6e-9a70-3c2d1e0f9a8b", WeightSync: []string{WeightSyncNCCL}}, func() any { return new(ModelInfo) }},
 		{"error_server", ServerError(400, "input_ids cannot be empty."), func() any { return new(ErrorResponse) }},
 		{"error_api", APIError("invalid_request_error", "messages must not be empty", "messages", ""), func() any { return new(ErrorResponse) }},
 	}
