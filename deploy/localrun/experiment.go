@@ -39,10 +39,10 @@ func DefaultExperimentConfig() ExperimentConfig {
 		Bin: "bin", Dir: "run", Domain: "airline", Split: "train", WriteTasksOnly: true, DemoTrials: 64, AgentErrorRate: 0.6,
 		ErrorKinds: []string{"wrong_argument", "skipped_write"},
 		Policy:     "sampler", Backend: "cuda", ModelConfig: "deploy/models/qwen3-learn-100m/config.json",
-		// The trainer shares the GPU with the sampler: the KV cache takes 30% of what the
-		// weights leave, not the sampler's standalone default.
-		SamplerArgs: []string{"kv.memory_fraction=0.3"},
-		SFTEpochs:   8, SFTLR: 6e-4, SFTBatchTokens: 131072, SFTMinReward: ptr(1.0),
+		// One GPU that the sampler and the trainer share: the sampler's KV cache takes 30% of
+		// what the weights leave, not its standalone default (layoutFor, sharedKVFraction).
+		GPUs: 1, Samplers: 1,
+		SFTEpochs: 8, SFTLR: 6e-4, SFTBatchTokens: 131072, SFTMinReward: ptr(1.0),
 		GRPOSteps: 50, GroupSize: 8, BatchSize: 8, GRPOLR: 1e-5, MaxNewToken: 512,
 		TrainerArgs: []string{"actor.optimizer.warmup_steps=5"},
 		EvalTrials:  8, EvalTemperature: 1, Concurrency: 96, Timeout: 30 * time.Minute,
@@ -60,8 +60,13 @@ type experiment struct {
 	procs []*proc.Proc
 	start time.Time
 
-	brokers, llmAddr, policyAddr string
-	rep                          Report
+	brokers, llmAddr string
+	// policyAddrs are the policy's servers: every sampler's listen address (samplers holds
+	// their processes), or the scripted server's.
+	policyAddrs []string
+	samplers    []*proc.Proc
+	layout      layout
+	rep         Report
 }
 
 // report.json's types (schemas/report): one definition for the experiment that writes it and the
@@ -81,7 +86,10 @@ type (
 // report.json in dir, and stops every process it started, also on failure.
 func RunExperiment(ctx context.Context, cfg ExperimentConfig, dir string, out io.Writer) (err error) {
 	e := &experiment{cfg: cfg, dir: dir, out: out, start: time.Now(), rep: Report{Config: cfg, Stages: map[string]float64{}}}
-	e.printf("tau2-run experiment: run directory %s (logs: *.log)", dir)
+	if e.layout, err = layoutFor(cfg, os.Getenv("CUDA_VISIBLE_DEVICES")); err != nil {
+		return err
+	}
+	e.printf("tau2-run experiment: run directory %s (logs: *.log), layout %s", dir, e.layout.Name)
 	defer func() {
 		if stopErr := e.stopAll(); stopErr != nil && err == nil {
 			err = stopErr
@@ -127,11 +135,16 @@ func (e *experiment) bin(name string) string { return filepath.Join(e.cfg.Bin, n
 
 // daemon starts a long-running process and waits until it is healthy.
 func (e *experiment) daemon(ctx context.Context, name, bin string, args ...string) (*proc.Proc, error) {
+	return e.daemonOn(ctx, placement{}, name, bin, args...)
+}
+
+// daemonOn is daemon on the devices of at.
+func (e *experiment) daemonOn(ctx context.Context, at placement, name, bin string, args ...string) (*proc.Proc, error) {
 	m, err := proc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	q, err := start(e.dir, e.bin(bin), name, m, args...)
+	q, err := proc.Start(&proc.Spec{Name: name, Bin: e.bin(bin), Args: args, Env: at.Env, LogDir: e.dir, MetricsAddr: m})
 	if err != nil {
 		return nil, err
 	}
@@ -358,49 +371,66 @@ func (e *experiment) sft(ctx context.Context) error {
 	return nil
 }
 
-// policyServer starts tau2-sampler on the SFT checkpoint, or points the policy at the scripted
-// server.
+// policyServer starts the layout's tau2-samplers on the SFT checkpoint, or points the policy at
+// the scripted server.
 func (e *experiment) policyServer(ctx context.Context) error {
 	if e.cfg.Policy == "scripted" {
-		e.policyAddr = e.llmAddr
+		e.policyAddrs = []string{e.llmAddr}
 		e.printf("   policy: the scripted server stands in for the sampler (the served policy will not change)")
 		return nil
 	}
+	for i, at := range e.layout.Samplers {
+		addr, err := e.startSampler(ctx, i, at)
+		if err != nil {
+			return err
+		}
+		e.policyAddrs = append(e.policyAddrs, addr)
+		on := "sharing the trainer's device"
+		if at.Devices != "" {
+			on = "on CUDA device " + at.Devices
+		}
+		e.printf("   tau2-sampler %s serves %s on %s (%s)", samplerName(i), e.rep.SFT.Checkpoint, addr, on)
+	}
+	return nil
+}
+
+// startSampler starts the i-th tau2-sampler where at says and waits until it serves.
+func (e *experiment) startSampler(ctx context.Context, i int, at placement) (string, error) {
 	addr, err := proc.FreeAddr()
 	if err != nil {
-		return err
+		return "", err
 	}
 	// Its metrics on a port of its own: the sampler's default (:9430) would make a second
-	// experiment on the same host (several seeds on one GPU) fail to start its sampler.
+	// sampler, or a second experiment on the same host (several seeds on one GPU), fail to start.
 	metrics, err := proc.FreeAddr()
 	if err != nil {
-		return err
+		return "", err
 	}
-	args := append([]string{"model=" + e.rep.SFT.Checkpoint, "listen=" + addr, "backend=" + e.cfg.Backend}, e.cfg.SamplerArgs...)
-	q, err := start(e.dir, e.bin("tau2-sampler"), "sampler", metrics, args...)
+	args := append([]string{"model=" + e.rep.SFT.Checkpoint, "listen=" + addr, "backend=" + e.cfg.Backend}, e.layout.SamplerArgs[i]...)
+	args = append(args, e.cfg.SamplerArgs...)
+	name := samplerName(i)
+	q, err := proc.Start(&proc.Spec{Name: name, Bin: e.bin("tau2-sampler"), Args: args, Env: at.Env, LogDir: e.dir, MetricsAddr: metrics})
 	if err != nil {
-		return err
+		return "", err
 	}
 	e.procs = append(e.procs, q)
+	e.samplers = append(e.samplers, q)
 	// SGLang's /health answers 200 once the model is loaded.
 	client := &http.Client{Timeout: 2 * time.Second}
 	for end := time.Now().Add(10 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
 		if ok, err := q.Exited(); ok {
-			return fmt.Errorf("tau2-sampler exited (%v); last lines of %s:\n%s", err, q.LogPath, q.Tail(20))
+			return "", fmt.Errorf("tau2-sampler %s exited (%v); last lines of %s:\n%s", name, err, q.LogPath, q.Tail(20))
 		}
 		if resp, err := client.Get("http://" + addr + "/health"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				break
+				return addr, nil
 			}
 		}
 		if time.Now().After(end) || ctx.Err() != nil {
-			return fmt.Errorf("tau2-sampler not healthy; last lines of %s:\n%s", q.LogPath, q.Tail(20))
+			return "", fmt.Errorf("tau2-sampler %s not healthy; last lines of %s:\n%s", name, q.LogPath, q.Tail(20))
 		}
 	}
-	e.policyAddr = addr
-	e.printf("   tau2-sampler serves %s on %s", e.rep.SFT.Checkpoint, addr)
-	return nil
 }
 
 // evalBefore measures the SFT policy at eval_temperature (on the training tasks, then on the
@@ -459,7 +489,7 @@ func (e *experiment) eval(ctx context.Context, name string, temperature float64,
 func (e *experiment) evalOn(ctx context.Context, name, split string, ids []string, temperature float64, into *EvalStats) error {
 	args := []string{"econfig.domain=" + e.cfg.Domain, "split=" + split, "data_dir=" + e.cfg.DataDir,
 		fmt.Sprintf("num_trials=%d", e.cfg.EvalTrials), fmt.Sprintf("concurrency=%d", e.cfg.Concurrency),
-		"policy.endpoints=[http://" + e.policyAddr + "]", "econfig.user_llm_base_url=http://" + e.llmAddr + "/v1",
+		"policy.endpoints=" + endpoints(e.policyAddrs), "econfig.user_llm_base_url=http://" + e.llmAddr + "/v1",
 		fmt.Sprintf("sampling.temperature=%g", temperature), fmt.Sprintf("policy.max_new_tokens=%d", e.cfg.MaxNewToken),
 		// Each trial's seed goes with its policy requests: the same trials sampled the same way
 		// in every run and evaluation, so before/after and seed-to-seed differences are the policy's.
@@ -507,13 +537,15 @@ func (e *experiment) grpo(ctx context.Context) error {
 		fmt.Sprintf("admission.sampling.temperature=%g", e.cfg.GRPOTemperature), fmt.Sprintf("admission.seed=%d", e.cfg.Seed),
 		fmt.Sprintf("max_head_offpolicyness=%d", e.cfg.Offpolicyness), "actor.eps_clip=0.4", "actor.behav_imp_weight_cap=5", "actor.recompute_logprob=true",
 		fmt.Sprintf("actor.optimizer.lr=%g", e.cfg.GRPOLR),
-		"reload.backend=sglang", "reload.endpoints=[http://" + e.policyAddr + "]"}
-	tr, err := e.daemon(ctx, "trainer", "tau2-trainer", append(targs, e.cfg.TrainerArgs...)...)
+		"reload.backend=sglang", "reload.endpoints=" + endpoints(e.policyAddrs)}
+	// The layout's data-parallel settings, then the configuration's (which override them).
+	targs = append(append(targs, e.layout.TrainerArgs...), e.cfg.TrainerArgs...)
+	tr, err := e.daemonOn(ctx, e.layout.Trainer, "trainer", "tau2-trainer", targs...)
 	if err != nil {
 		return err
 	}
 	prod, err := e.daemon(ctx, "producer", "tau2-producer", e.brokers, "data_dir="+e.cfg.DataDir, "econfig.domain="+e.cfg.Domain,
-		"policy.endpoints=[http://"+e.policyAddr+"]", "user_llm_base_url=http://"+e.llmAddr+"/v1",
+		"policy.endpoints="+endpoints(e.policyAddrs), "user_llm_base_url=http://"+e.llmAddr+"/v1",
 		fmt.Sprintf("concurrency=%d", e.cfg.Concurrency), fmt.Sprintf("max_head_offpolicyness=%d", e.cfg.Offpolicyness))
 	if err != nil {
 		return err
@@ -561,6 +593,7 @@ func (e *experiment) grpo(ctx context.Context) error {
 	}
 	e.rep.GRPO.WallSeconds = time.Since(t0).Seconds()
 	_ = tl.stop() // the loop's span only; finishGPUTime reports a write error
+	e.samplerStats(ckpt)
 	if recs, _ := steplog.Read(ckpt); len(recs) == 0 {
 		e.rep.GRPO.NoStepReason = noStepReason(tr, e.cfg.BatchSize)
 	}
@@ -735,6 +768,7 @@ func (e *experiment) writeReport() error {
 	writeAccounting(&s, r.GRPO.Accounting)
 	writeDiagnosis(&s, r.GRPO.Diagnosis)
 	writeGPUTime(&s, r.GRPO.GPUTime)
+	writeSamplers(&s, r.GRPO.Samplers)
 	fmt.Fprintf(&s, "\nTrain/inference log-prob mismatch per step (mean |behaviour − proximal|, fraction capped): %s %s\n", rounded(r.GRPO.MeanAbsDiff), rounded(r.GRPO.CapFraction))
 	for _, f := range r.Figures {
 		if rel, err := filepath.Rel(e.dir, f); err == nil && strings.HasSuffix(f, ".png") { // SVGs sit beside them

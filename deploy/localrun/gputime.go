@@ -282,12 +282,15 @@ func parseSMILine(line string) (report.TimelineSample, error) {
 	return s, nil
 }
 
-// timelineSources are the GRPO stage's processes: the policy sampler (when the policy is
-// tau2-sampler; the scripted stand-in has no busy time of its own), the trainer and the producer.
+// timelineSources are the GRPO stage's processes: every policy sampler (when the policy is
+// tau2-sampler; the scripted stand-in has no busy time of its own), each named by the address it
+// serves, the trainer and the producer.
 func (e *experiment) timelineSources(tr, prod *proc.Proc) []timelineSource {
 	var src []timelineSource
-	if e.cfg.Policy == "sampler" && e.policyAddr != "" {
-		src = append(src, timelineSource{report.RoleSampler, e.policyAddr, e.policyAddr})
+	if e.cfg.Policy == "sampler" {
+		for _, a := range e.policyAddrs {
+			src = append(src, timelineSource{report.RoleSampler, a, a})
+		}
 	}
 	return append(src, timelineSource{report.RoleTrainer, "trainer", tr.MetricsAddr},
 		timelineSource{report.RoleProducer, "producer", prod.MetricsAddr})

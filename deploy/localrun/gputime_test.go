@@ -174,16 +174,7 @@ func TestSampleOfOldBuild(t *testing.T) {
 	}
 }
 
-func TestLayoutAndModelName(t *testing.T) {
-	for _, c := range []struct {
-		backend        string
-		gpus, samplers int
-		want           string
-	}{{"cpu", 0, 0, "cpu"}, {"cuda", 0, 1, "gpu"}, {"cuda", 1, 1, "1gpu-shared"}, {"cuda", 4, 3, "4gpu-3sampler"}} {
-		if got := layoutOf(c.backend, c.gpus, c.samplers); got != c.want {
-			t.Errorf("layoutOf(%s, %d, %d) = %s, want %s", c.backend, c.gpus, c.samplers, got, c.want)
-		}
-	}
+func TestModelName(t *testing.T) {
 	for _, c := range []struct {
 		cfg  ExperimentConfig
 		want string

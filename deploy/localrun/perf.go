@@ -30,8 +30,9 @@ type Perf struct {
 	Model   string `json:"model"`
 	Params  int64  `json:"params,omitempty"`
 	Weights string `json:"weights"`
-	// GPUs and Card are nvidia-smi's (0 and "" without it); Layout is how the roles share them
-	// (layoutOf).
+	// GPUs is how many devices the run used (the configuration's gpus; 0 on the cpu backend),
+	// Layout how the roles share them (layoutFor: "1gpu-shared", "4gpu-3sampler-1trainer"),
+	// Card nvidia-smi's name of the first GPU ("" without nvidia-smi).
 	GPUs            int                `json:"gpus"`
 	Layout          string             `json:"layout"`
 	Card            string             `json:"card,omitempty"`
@@ -65,7 +66,7 @@ type Perf struct {
 func perfOf(cfg ExperimentConfig, rep *Report, g report.GPUTime, commit string, now time.Time) Perf {
 	p := Perf{
 		Time: now.UTC().Format(time.RFC3339), Model: modelName(cfg), Weights: "random initialisation + SFT",
-		GPUs: len(g.GPUs), EpisodesPerS: g.Loop.EpisodesPerS, GenTokPerS: g.Loop.GenTokPerS, CallsPerS: g.Loop.CallsPerS,
+		EpisodesPerS: g.Loop.EpisodesPerS, GenTokPerS: g.Loop.GenTokPerS, CallsPerS: g.Loop.CallsPerS,
 		TrainedShare: g.Loop.TrainedShare, SyncShare: g.Loop.SyncShare, CheckpointShare: g.Loop.CheckpointShare,
 		IdleShare: map[string]float64{}, StalenessMean: g.Loop.StalenessMean,
 		EpisodesInFlight: g.Loop.EpisodesInFlight, OnSamplerShare: g.Loop.OnSamplerShare, Offpolicyness: cfg.Offpolicyness, Commit: commit,
@@ -82,11 +83,7 @@ func perfOf(cfg ExperimentConfig, rep *Report, g report.GPUTime, commit string, 
 	if c, err := gpu.LoadConfig(src); err == nil {
 		p.Params = c.NumParams()
 	}
-	samplers := 0
 	for _, r := range g.Roles {
-		if r.Role == report.RoleSampler {
-			samplers++
-		}
 		if r.Role != report.RoleProducer {
 			p.IdleShare[r.Role] = g.IdleShare(r.Role)
 		}
@@ -100,7 +97,11 @@ func perfOf(cfg ExperimentConfig, rep *Report, g report.GPUTime, commit string, 
 			p.Card = u.Card
 		}
 	}
-	p.Layout = layoutOf(cfg.Backend, len(g.GPUs), samplers)
+	// The layout is the configuration's, not a guess from what nvidia-smi sees: a 4-GPU host
+	// running the one-GPU baseline is "1gpu-shared".
+	if l, err := layoutFor(cfg, os.Getenv("CUDA_VISIBLE_DEVICES")); err == nil {
+		p.Layout, p.GPUs = l.Name, l.GPUs
+	}
 	return p
 }
 
@@ -116,21 +117,6 @@ func modelName(cfg ExperimentConfig) string {
 		src = filepath.Dir(src)
 	}
 	return filepath.Base(src)
-}
-
-// layoutOf names how the roles share the devices: "cpu" (the pure-Go backend), "1gpu-shared"
-// (the sampler and the trainer on one GPU, tau2-run's only layout today), or "Ngpu-Ksampler"
-// with N GPUs visible to nvidia-smi and K samplers; "gpu" when nvidia-smi was not there to say.
-func layoutOf(backend string, gpus, samplers int) string {
-	switch {
-	case backend == "cpu":
-		return "cpu"
-	case gpus == 0:
-		return "gpu"
-	case gpus == 1:
-		return "1gpu-shared"
-	}
-	return fmt.Sprintf("%dgpu-%dsampler", gpus, samplers)
 }
 
 // Commit is set at link time (-ldflags "-X tau2rl/deploy/localrun.Commit=…") by builds that know

@@ -97,6 +97,19 @@ type ExperimentConfig struct {
 	// trainer_args=[actor.optimizer.warmup_steps=5, reload.mode=ipc].
 	SFTArgs     []string `yaml:"sft_args"`
 	TrainerArgs []string `yaml:"trainer_args"`
+
+	// GPUs and Samplers place the GRPO stage's processes (issue 29; docs/MULTIGPU.md, "The
+	// loop on several GPUs"). GPUs is how many devices the run uses: the first GPUs of
+	// CUDA_VISIBLE_DEVICES when it is set, else devices 0 … GPUs−1. Default 1: the samplers
+	// and the trainer share device 0, as tau2-run always did. Samplers is how many tau2-sampler
+	// processes serve the policy (default 1); with GPUs > 1 sampler i runs alone on device i
+	// and the trainer gets the other GPUs − Samplers devices as data-parallel ranks
+	// (parallel.devices), so GPUs > 1 needs Samplers < GPUs. Producers, evaluations and the
+	// trainer's reloads address every sampler. The batch needs no particular size for the
+	// ranks: the trainer assigns a step's micro-batches to ranks by cost and a rank may get none
+	// (gpu/dp's Assign), so batch_size=1 on three ranks is a valid, if wasteful, run.
+	GPUs     int `yaml:"gpus"`
+	Samplers int `yaml:"samplers"`
 }
 
 // Validate checks the configuration before anything starts.
@@ -121,6 +134,15 @@ func (c *ExperimentConfig) Validate() error {
 		return errors.New("model_config or model_path is required")
 	case len(c.ErrorKinds) == 0:
 		return errors.New("error_kinds: at least one of wrong_argument, skipped_write, malformed_call")
+	case c.GPUs < 1 || c.Samplers < 1:
+		return fmt.Errorf("gpus %d and samplers %d: want ≥ 1", c.GPUs, c.Samplers)
+	case c.GPUs > 1 && c.Backend == "cpu":
+		return fmt.Errorf("gpus %d with backend cpu: the pure-Go backend runs on no GPU (gpus=1; trainer_args=[parallel.ranks=N] for in-process data-parallel ranks)", c.GPUs)
+	case c.GPUs > 1 && c.Samplers >= c.GPUs:
+		return fmt.Errorf("samplers %d on gpus %d: with several GPUs each sampler has its own and the trainer needs at least one (samplers ≤ %d, or gpus=1 to share one device)",
+			c.Samplers, c.GPUs, c.GPUs-1)
+	case c.Policy == "scripted" && (c.Samplers > 1 || c.GPUs > 1):
+		return fmt.Errorf("samplers %d, gpus %d with policy scripted: the scripted server is the policy, there is no sampler to place (policy=sampler)", c.Samplers, c.GPUs)
 	}
 	return nil
 }
@@ -205,4 +227,24 @@ type GRPOStats struct {
 	// GPUTime is where each role's time went and the loop's throughput (gputime.go); absent
 	// when the stage left no timeline.
 	GPUTime *GPUTime `json:"gpu_time,omitempty"`
+	// Samplers is each policy sampler as the stage left it (absent with policy=scripted): the
+	// calls it served and the weight version it holds, so a run on several samplers shows that
+	// the producers spread their calls over all of them and that every one was reloaded.
+	Samplers []SamplerStats `json:"samplers,omitempty"`
+}
+
+// SamplerStats is one tau2-sampler at the end of the GRPO stage, from its /metrics.
+type SamplerStats struct {
+	// Name is the process's (sampler, sampler-1, …), Addr where it serves, Devices its
+	// CUDA_VISIBLE_DEVICES ("" when it shares the experiment's devices).
+	Name    string `json:"name"`
+	Addr    string `json:"addr"`
+	Devices string `json:"devices,omitempty"`
+	// Calls are the requests it finished since it started (evaluation before GRPO included).
+	Calls float64 `json:"calls"`
+	// Reloads are its weight updates (tau2rl_sampler_weight_update_seconds_count), by every
+	// path; WeightVersion the version it serves (tau2rl_sampler_weight_version), which after a
+	// stage that ended at max_steps is the trainer's last.
+	Reloads       float64 `json:"reloads"`
+	WeightVersion float64 `json:"weight_version"`
 }
