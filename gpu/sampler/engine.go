@@ -417,6 +417,18 @@ func (e *Engine) SwapWeightsIPC(ctx context.Context, x gpu.IPCExport, version st
 	return e.swap(ctx, "ipc", func() error { return l.LoadWeightsIPC(x) }, version, abortAll)
 }
 
+// SwapWeightsWith is SwapWeights for weights that load puts into the decoder itself, from where
+// the caller staged them (the weight-sync group's host or device staging buffer, gpu/weightsync);
+// source labels tau2rl_sampler_weight_update_seconds. load runs on the engine's goroutine between
+// two steps; if it fails, it must leave the old weights serving, and the version stays theirs.
+func (e *Engine) SwapWeightsWith(ctx context.Context, source string, load func(gpu.Decoder) error, version string, abortAll bool) (time.Duration, error) {
+	return e.swap(ctx, source, func() error { return load(e.dec) }, version, abortAll)
+}
+
+// Decoder is the engine's decoder, for what is safe to call outside the engine's goroutine
+// (interface checks, a staging allocation); the weights change only through the Swap methods.
+func (e *Engine) Decoder() gpu.Decoder { return e.dec }
+
 // IPCDevice is the UUID of the GPU the decoder runs on when it can take weights by CUDA IPC
 // (gpu.IPCWeightLoader), else an error wrapping gpu.ErrIPCUnsupported.
 func (e *Engine) IPCDevice() (string, error) {

@@ -42,6 +42,9 @@ type Options struct {
 	LoadWeights func(dir string) (*gpu.Weights, error)
 	// Log receives the component's messages; nil discards (lib/logs).
 	Log *slog.Logger
+	// WeightSyncJoinTimeout bounds POST /init_weights_update_group's join (default
+	// DefaultWeightSyncJoinTimeout).
+	WeightSyncJoinTimeout time.Duration
 }
 
 // Server serves an engine over HTTP.
@@ -62,6 +65,8 @@ type Server struct {
 	// gpuUUID is the GPU the decoder runs on when it takes weights by CUDA IPC ("" otherwise):
 	// /get_model_info's gpu_uuid, by which a trainer on the same GPU chooses IPC over disk.
 	gpuUUID string
+	// sync is the trainer's weight-sync group this server joined (weightsync.go).
+	sync syncGroup
 }
 
 // New returns a server for eng.
@@ -127,6 +132,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /abort_request", s.abortRequest)
 	mux.HandleFunc("POST /update_weights_from_disk", s.updateWeightsFromDisk)
 	mux.HandleFunc("POST /update_weights_from_ipc", s.updateWeightsFromIPC) // tau2rl's own (docs/INFERENCE.md)
+	mux.HandleFunc("POST /init_weights_update_group", s.initWeightsUpdateGroup)
+	mux.HandleFunc("POST /update_weights_from_distributed", s.updateWeightsFromDistributed)
 	mux.HandleFunc("POST /update_weight_version", s.updateWeightVersion)
 	mux.HandleFunc("POST /pause_generation", s.pauseGeneration)
 	mux.HandleFunc("POST /continue_generation", s.continueGeneration)
@@ -255,6 +262,7 @@ func (s *Server) modelInfo(w http.ResponseWriter, r *http.Request) {
 		ModelPath: s.currentModelPath(), TokenizerPath: s.opts.TokenizerPath, IsGeneration: true,
 		WeightVersion: st.Version, ModelType: mc.ModelType, Architectures: mc.Architectures,
 		ServedModelName: s.opts.ModelName, ContextLength: s.eng.ContextLength(), GPUUUID: s.gpuUUID,
+		WeightSync: s.weightSyncBackends(),
 	})
 }
 
