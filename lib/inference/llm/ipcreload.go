@@ -22,17 +22,24 @@ const (
 	// on the trainer's GPU only); a failure is an error, never a silent disk reload.
 	ReloadIPC = "ipc"
 	// ReloadAuto (the default): IPC for a server that reports the trainer's GPU in
-	// /model_info's gpu_uuid when the trainer's backend can export, disk for every other one.
+	// /model_info's gpu_uuid when the trainer's backend can export; the weight-sync group
+	// (ReloadDistributed) for a tau2-sampler elsewhere that lists the trainer's sync backend in
+	// /model_info's weight_sync, when the trainer has one; disk for every other one.
 	ReloadAuto = "auto"
+	// ReloadDistributed: every server joins the trainer's weight-sync group and takes each
+	// version by a broadcast from the trainer's rank 0 (POST /init_weights_update_group, POST
+	// /update_weights_from_distributed; weightsync.go); a failure is an error, never a silent disk
+	// reload.
+	ReloadDistributed = "distributed"
 )
 
-// ValidateReloadMode reports a mode that is not one of the three.
+// ValidateReloadMode reports a mode that is not one of the four.
 func ValidateReloadMode(mode string) error {
 	switch mode {
-	case ReloadDisk, ReloadIPC, ReloadAuto:
+	case ReloadDisk, ReloadIPC, ReloadAuto, ReloadDistributed:
 		return nil
 	}
-	return fmt.Errorf("reload.mode %q: want %s, %s or %s", mode, ReloadDisk, ReloadIPC, ReloadAuto)
+	return fmt.Errorf("reload.mode %q: want %s, %s, %s or %s", mode, ReloadDisk, ReloadIPC, ReloadAuto, ReloadDistributed)
 }
 
 // IPCSource exports the trainer's current weights as the body of /update_weights_from_ipc
@@ -101,6 +108,11 @@ type ModeReloader struct {
 func NewModeReloader(ep *Endpoint, mode string, disk Reloader, src IPCSource, log *slog.Logger) (*ModeReloader, error) {
 	if err := ValidateReloadMode(mode); err != nil {
 		return nil, err
+	}
+	if mode == ReloadDistributed {
+		// The weight-sync group is the SyncReloader's (WithWeightSync); a server outside it
+		// under reload.mode=distributed is refused there.
+		mode = ReloadDisk
 	}
 	if mode == ReloadIPC && src == nil {
 		return nil, fmt.Errorf("reload.mode=ipc: the trainer's backend cannot export its weights by CUDA IPC; use reload.mode=disk or auto")
@@ -201,8 +213,8 @@ func WithReloadMode(r Reloader, mode string, src IPCSource, log *slog.Logger) (R
 		case *SGLangReloader:
 			return NewModeReloader(x.ep, mode, x, src, log)
 		case *VLLMReloader:
-			if mode == ReloadIPC {
-				return nil, fmt.Errorf("reload.mode=ipc: vLLM servers reload from disk only (reload.mode=disk or auto)")
+			if mode == ReloadIPC || mode == ReloadDistributed {
+				return nil, fmt.Errorf("reload.mode=%s: vLLM servers reload from disk only (reload.mode=disk or auto)", mode)
 			}
 		}
 		return x, nil
