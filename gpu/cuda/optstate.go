@@ -55,8 +55,9 @@ func (b *Backend) SaveOptimizerState(dir string) error {
 		return fmt.Errorf("cuda: save optimizer state: %w", err)
 	}
 	path := filepath.Join(dir, gpu.OptimizerStateFile)
+	var scratch []float32 // see tensorInto
 	err := gpu.WriteOptimizerState(path, b.cfg, b.step, func(p gpu.ParamSpec, suffix string) ([]float32, error) {
-		return b.tensor(b.optBuffer(suffix), p)
+		return b.tensorInto(b.optBuffer(suffix), p, &scratch)
 	})
 	if err != nil {
 		return fmt.Errorf("cuda: save optimizer state %s: %w", path, err)

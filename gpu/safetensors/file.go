@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // File is an open safetensors file. Tensors are read on demand with ReadAt.
@@ -96,8 +97,10 @@ func (f *File) Float32(name string) ([]float32, []int, error) {
 		}
 		return dst, t.Shape, nil
 	}
-	per := max(readChunk/size, 1)
-	buf := make([]byte, min(per, n)*size)
+	per := readChunk / size
+	bp := chunkPool.Get().(*[]byte)
+	defer chunkPool.Put(bp)
+	buf := *bp
 	for lo := int64(0); lo < n; lo += per {
 		hi := min(lo+per, n)
 		b := buf[:(hi-lo)*size]
@@ -113,6 +116,10 @@ func (f *File) Float32(name string) ([]float32, []int, error) {
 
 // readChunk is how many encoded bytes Float32 reads before converting them.
 const readChunk = 8 << 20
+
+// chunkPool holds Float32's read buffers (readChunk bytes), so loading a checkpoint of hundreds
+// of tensors reuses a few instead of allocating one per tensor.
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, readChunk); return &b }}
 
 // readAt fills b from the data buffer at offset off (relative to its start).
 func (f *File) readAt(b []byte, off int64, name string) error {

@@ -12,6 +12,8 @@ import (
 
 // Source yields the float32 values of one tensor when the writer needs them, so a checkpoint can
 // be written one tensor at a time (from device memory, say) without a second full copy on the host.
+// The writer is done with one tensor's values before it asks for the next, so a Source may return
+// the same buffer every time (gpu/cuda downloads every tensor into one).
 type Source func(name string) ([]float32, error)
 
 // WriteDir writes tensors (in the given order) into dir as Hugging Face does: one
