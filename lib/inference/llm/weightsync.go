@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -83,13 +84,14 @@ type SyncReloader struct {
 	log     *slog.Logger
 	servers []*syncServer
 
-	// JoinTimeout and UpdateTimeout bound forming the group and one update (defaults
+	// JoinTimeout and UpdateTimeout bound forming the group and one update (zero: the defaults
 	// DefaultSyncJoinTimeout, DefaultSyncUpdateTimeout).
 	JoinTimeout, UpdateTimeout time.Duration
 
-	mu      sync.Mutex
-	decided bool
-	group   WeightSyncGroup
+	mu        sync.Mutex
+	decided   bool
+	group     WeightSyncGroup
+	groupName string // the formed group's group_name, which every update names
 }
 
 // WithWeightSync applies reload.mode's weight-sync part to the reloader WithReloadMode returned
@@ -275,20 +277,21 @@ func (s *SyncReloader) canJoin(ctx context.Context, ep *Endpoint, ipcDevice stri
 // update forms the group when there is none, then sends one version to members.
 func (s *SyncReloader) update(ctx context.Context, members []*syncServer, version int64) error {
 	if s.group == nil {
-		g, err := s.join(ctx, members)
+		g, name, err := s.join(ctx, members)
 		if err != nil {
 			return err
 		}
-		s.group = g
+		s.group, s.groupName = g, name
 	}
 	ts, err := s.group.Prepare()
 	if err != nil {
 		return fmt.Errorf("weight sync: %w", err)
 	}
-	req := protocol.DistributedTensors("", ts)
+	req := protocol.DistributedTensors(s.groupName, ts)
 	req.WeightVersion, req.FlushCache = ptr(VersionString(version)), ptr(true)
-	uctx, cancel := context.WithTimeoutCause(ctx, s.UpdateTimeout,
-		fmt.Errorf("weight sync: the update of version %d took longer than %s", version, s.UpdateTimeout))
+	limit := cmp.Or(max(s.UpdateTimeout, 0), DefaultSyncUpdateTimeout)
+	uctx, cancel := context.WithTimeoutCause(ctx, limit,
+		fmt.Errorf("weight sync: the update of version %d took longer than %s", version, limit))
 	defer cancel()
 	errs := make([]error, len(members)+1)
 	var wg sync.WaitGroup
@@ -311,13 +314,14 @@ func (s *SyncReloader) update(ctx context.Context, members []*syncServer, versio
 
 // join forms a group of rank 0 and members: the servers are told to join while rank 0 joins, all
 // within JoinTimeout.
-func (s *SyncReloader) join(ctx context.Context, members []*syncServer) (WeightSyncGroup, error) {
+func (s *SyncReloader) join(ctx context.Context, members []*syncServer) (WeightSyncGroup, string, error) {
 	h, err := s.src.Listen(1 + len(members))
 	if err != nil {
-		return nil, fmt.Errorf("weight sync: %w", err)
+		return nil, "", fmt.Errorf("weight sync: %w", err)
 	}
-	jctx, cancel := context.WithTimeoutCause(ctx, s.JoinTimeout,
-		fmt.Errorf("weight sync: the group of %d servers did not form within %s", len(members), s.JoinTimeout))
+	limit := cmp.Or(max(s.JoinTimeout, 0), DefaultSyncJoinTimeout)
+	jctx, cancel := context.WithTimeoutCause(ctx, limit,
+		fmt.Errorf("weight sync: the group of %d servers did not form within %s", len(members), limit))
 	defer cancel()
 	errs := make([]error, len(members)+1)
 	var g WeightSyncGroup
@@ -339,13 +343,13 @@ func (s *SyncReloader) join(ctx context.Context, members []*syncServer) (WeightS
 			g.Close()
 		}
 		h.Close()
-		if c := context.Cause(jctx); jctx.Err() != nil && ctx.Err() == nil {
-			err = fmt.Errorf("%w: %w", c, err)
+		if errors.Is(jctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			err = fmt.Errorf("%w: %w", context.Cause(jctx), err)
 		}
-		return nil, err
+		return nil, "", err
 	}
 	s.log.Info("weight sync: group formed", "backend", s.src.Backend(), "world", 1+len(members), "address", h.Request().Addr())
-	return g, nil
+	return g, h.Request().GroupName, nil
 }
 
 // post sends body to path and reads SGLang's {success, message} answer.
