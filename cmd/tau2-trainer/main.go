@@ -42,13 +42,14 @@ in-flight work never runs more than max_head_offpolicyness versions ahead (admis
 It resumes from the newest readable checkpoint in checkpoint.dir, optimizer state included, so the
 run continues exactly as if it had not stopped (an unreadable newer one is skipped, and logged);
 otherwise it starts from model.path (a Hugging Face Qwen3 checkpoint) or a random initialisation
-of model.config (a config.json). Either way, before it issues a rollout request it reloads the
-inference servers with its weights under its version (the resumed checkpoint's, or 0: from
-model.path, which the servers must see at the same path, by CUDA IPC, or from a checkpoint v0
-written for a random initialisation), so no token carries a version the trainer never had. One of the two is required: there is no default model (a shape
+of model.config (a config.json). One of the two is required: there is no default model (a shape
 small enough for any machine could not hold Qwen3's 151,936-token vocabulary, so it could not
 train on any real trajectory). If checkpoint.dir holds checkpoints but none is readable, it
-refuses to start unless checkpoint.start_fresh=true.
+refuses to start unless checkpoint.start_fresh=true. Either way, before it issues a rollout
+request it reloads the inference servers with its weights under its version (the resumed
+checkpoint's, or 0: from model.path, which the servers must see at the same path, by CUDA IPC, or
+for a random initialisation from checkpoint.dir/initial, written first), so no token carries a
+version the trainer never had.
 
 backend: cpu (pure Go reference; small models) or cuda (only in binaries built with -tags cuda).
 parallel.devices=[0,1,…] trains on several GPUs of the host (data parallel, sharded optimizer state,

@@ -3,10 +3,12 @@ package step
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"tau2rl/gpu"
 	"tau2rl/gpu/cpu"
 	"tau2rl/trainer/checkpoint"
 )
@@ -58,10 +60,12 @@ func TestResumeAnnouncesItsVersion(t *testing.T) {
 	}
 }
 
-// TestRestartAfterInitialCheckpoint: a fresh trainer without model.path writes checkpoint v0 for
-// the servers; restarted before its first step, it resumes from v0 and announces it again, as
-// from any checkpoint, instead of writing v0 once more over the one it resumed from.
-func TestRestartAfterInitialCheckpoint(t *testing.T) {
+// TestRestartBeforeFirstStep: a fresh trainer without model.path writes its initial weights to
+// checkpoint.dir/initial for the servers, which is not a checkpoint: restarted before its first
+// step it starts fresh again (nothing to resume), rewrites them and announces version 0 again;
+// checkpoint.dir holds no v<N>. A trainer resumed from a v0 checkpoint (written by hand or by
+// another tool) announces v0, whose weights its backend holds, not model.path's.
+func TestRestartBeforeFirstStep(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.MaxSteps = 5
 	run := func(tr *Trainer) {
@@ -71,44 +75,53 @@ func TestRestartAfterInitialCheckpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rec := &recorder{}
-	tr, err := New(cfg, Deps{Backend: newBackend(t), Source: newMemSource(nil), Reloader: rec, Versions: rec})
-	if err != nil {
-		t.Fatal(err)
+	initial := filepath.Join(cfg.Checkpoint.Dir, InitialDir)
+	for i := range 2 {
+		rec := &recorder{}
+		tr, err := New(cfg, Deps{Backend: newBackend(t), Source: newMemSource(nil), Reloader: rec, Versions: rec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(tr) // no messages: only the initial weights, written and announced
+		rec.mu.Lock()
+		if !slices.Equal(rec.reloads, []int64{0}) || !slices.Equal(rec.paths, []string{initial}) || len(rec.versions) != 1 || rec.versions[0].CheckpointPath != initial {
+			t.Errorf("start %d: reloads %v of %v, published %+v; want v0 of %s once", i+1, rec.reloads, rec.paths, rec.versions, initial)
+		}
+		rec.mu.Unlock()
+		if _, _, ok, _, err := (&checkpoint.Manager{Dir: cfg.Checkpoint.Dir, Keep: 2}).Latest(); ok || err != nil {
+			t.Fatalf("start %d: a checkpoint to resume from (%v): the initial weights are not one", i+1, err)
+		}
+		ents, err := os.ReadDir(cfg.Checkpoint.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ents) != 1 || ents[0].Name() != InitialDir {
+			t.Fatalf("start %d: checkpoint.dir holds %v, want only %s", i+1, ents, InitialDir)
+		}
 	}
-	run(tr) // no messages: only v0, written and announced
+
 	m := &checkpoint.Manager{Dir: cfg.Checkpoint.Dir, Keep: 2}
-	dir, st, ok, _, err := m.Latest()
-	if err != nil || !ok || st.Version != 0 || st.Step != 0 {
-		t.Fatalf("checkpoint %s %+v %v %v, want v0", dir, st, ok, err)
-	}
-	be, err := cpu.Load(dir)
+	be := newBackend(t)
+	dir, err := m.SaveBackend(checkpoint.State{Version: 0, Step: 0}, be, gpu.F32)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec2 := &recorder{}
-	tr2, err := New(cfg, Deps{Backend: be, Source: newMemSource(nil), Reloader: rec2, Versions: rec2})
+	st, err := checkpoint.Verify(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tr2.Restore(st); err != nil {
-		t.Fatal(err)
-	}
-	run(tr2)
-	for i, r := range []*recorder{rec, rec2} {
-		r.mu.Lock()
-		if !slices.Equal(r.reloads, []int64{0}) || !slices.Equal(r.paths, []string{dir}) || len(r.versions) != 1 || r.versions[0].CheckpointPath != dir {
-			t.Errorf("run %d: reloads %v of %v, published %+v; want v0 of %s once", i+1, r.reloads, r.paths, r.versions, dir)
-		}
-		r.mu.Unlock()
-	}
-	ents, err := os.ReadDir(cfg.Checkpoint.Dir)
+	rec := &recorder{}
+	tr, err := New(cfg, Deps{Backend: be, Source: newMemSource(nil), Reloader: rec, Versions: rec, InitialWeights: initial})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range ents {
-		if e.Name() != "v0" && e.IsDir() {
-			t.Errorf("checkpoint.dir holds %s besides v0 (the resumed v0 set aside and written again?)", e.Name())
-		}
+	if err := tr.Restore(st); err != nil {
+		t.Fatal(err)
+	}
+	run(tr)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if !slices.Equal(rec.reloads, []int64{0}) || !slices.Equal(rec.paths, []string{dir}) {
+		t.Errorf("resumed from v0: reloads %v of %v, want v0 of %s", rec.reloads, rec.paths, dir)
 	}
 }

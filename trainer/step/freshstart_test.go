@@ -113,12 +113,12 @@ func TestFreshStartServesTheTrainersVersion(t *testing.T) {
 		servers   int
 		ipc       bool // the servers take the weights by CUDA IPC (tau2-sampler on the trainer's GPU)
 		modelPath bool // the backend was loaded from model.path (else a random initialisation)
-		// from is where the servers took the initial weights: "model.path", "v0" (the
-		// checkpoint written for them) or "" (memory).
+		// from is where the servers took the initial weights: "model.path", "initial" (written
+		// for them to checkpoint.dir/initial) or "" (memory).
 		from string
 	}{
 		{name: "model.path, from disk", backend: llm.BackendSGLang, mode: llm.ReloadAuto, servers: 1, modelPath: true, from: "model.path"},
-		{name: "random init, checkpoint v0", backend: llm.BackendSGLang, mode: llm.ReloadDisk, servers: 1, from: "v0"},
+		{name: "random init, weights written", backend: llm.BackendSGLang, mode: llm.ReloadDisk, servers: 1, from: "initial"},
 		{name: "CUDA IPC", backend: llm.BackendSGLang, mode: llm.ReloadIPC, servers: 1, ipc: true, modelPath: true, from: ""},
 		{name: "three servers", backend: llm.BackendSGLang, mode: llm.ReloadAuto, servers: 3, modelPath: true, from: "model.path"},
 		// vLLM answers report no version: the tokens carry the producer's, published only once
@@ -178,7 +178,7 @@ func TestFreshStartServesTheTrainersVersion(t *testing.T) {
 			}
 			runTrainer(t, tr)
 
-			want := map[string]string{"model.path": initial, "v0": filepath.Join(cfg.Checkpoint.Dir, "v0"), "": ""}[tc.from]
+			want := map[string]string{"model.path": initial, "initial": filepath.Join(cfg.Checkpoint.Dir, InitialDir), "": ""}[tc.from]
 			prod.mu.Lock()
 			defer prod.mu.Unlock()
 			for i, got := range prod.served {

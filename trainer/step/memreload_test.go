@@ -29,7 +29,7 @@ func TestReloadBetweenCheckpoints(t *testing.T) {
 		ipcReloads int
 	}{
 		// Version 0: the fresh trainer's initial weights, from memory when the server takes them
-		// so, else from checkpoint v0 (the random initialisation has no model.path).
+		// so, else from checkpoint.dir/initial (the random initialisation has no model.path).
 		{name: "ipc", mode: llm.ReloadIPC, ipc: true, inMemory: []int64{0, 1, 3}, checkpoint: []int64{2, 3}, ipcReloads: 5},
 		{name: "auto, SGLang server", mode: llm.ReloadAuto, inMemory: nil, checkpoint: []int64{0, 2, 3}},
 	} {

@@ -74,8 +74,14 @@ type recorder struct {
 func (r *recorder) LoadWeights(_ context.Context, path string, v int64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, err := os.Stat(filepath.Join(path, checkpoint.StateFile)); err != nil {
-		return err // the checkpoint must be complete before servers load it
+	// The checkpoint (or a fresh trainer's initial weights) must be complete before servers
+	// load it: a checkpoint has its state file, the initial weights their model files.
+	want := checkpoint.StateFile
+	if filepath.Base(path) == InitialDir {
+		want = "config.json"
+	}
+	if _, err := os.Stat(filepath.Join(path, want)); err != nil {
+		return err
 	}
 	r.reloads = append(r.reloads, v)
 	r.paths = append(r.paths, path)
@@ -186,10 +192,10 @@ func TestTrainerSteps(t *testing.T) {
 	if tr.Version() != 3 || tr.Step() != 3 {
 		t.Fatalf("version %d step %d, want 3", tr.Version(), tr.Step())
 	}
-	// Version 0 first: the fresh trainer reloads the servers with its initial weights (checkpoint
-	// v0, written because the backend has no model.path) before it issues a request.
+	// Version 0 first: the fresh trainer reloads the servers with its initial weights (written to
+	// checkpoint.dir/initial: the backend has no model.path) before it issues a request.
 	if !slices.Equal(rec.reloads, []int64{0, 1, 2, 3}) || len(rec.versions) != 4 || rec.versions[3].Version != 3 ||
-		rec.versions[3].CheckpointPath != rec.paths[3] || rec.versions[0].CheckpointPath != filepath.Join(cfg.Checkpoint.Dir, "v0") {
+		rec.versions[3].CheckpointPath != rec.paths[3] || rec.versions[0].CheckpointPath != filepath.Join(cfg.Checkpoint.Dir, InitialDir) {
 		t.Fatalf("reloads %v versions %+v", rec.reloads, rec.versions)
 	}
 	// Admission: (max_head_offpolicyness 2 + 1) × B 2 = 6 requests live at most at version 0.

@@ -23,6 +23,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -97,8 +99,8 @@ type Deps struct {
 	// SGLang, vLLM and tau2-sampler load), as the servers see it; "" for a random
 	// initialisation. Run reloads the servers from it, under the trainer's initial version,
 	// before it issues a rollout request (announceStart); without it, and unless every server
-	// takes the weights from memory, Run first writes checkpoint v<version> for them. Ignored
-	// when Restore resumed from a checkpoint.
+	// takes the weights from memory, Run first writes the weights to checkpoint.dir/initial
+	// (InitialDir) for them. Ignored when Restore resumed from a checkpoint.
 	InitialWeights string
 	// Feed, when set, makes this trainer the leader of several hosts (trainer/feed, Follow):
 	// Backend must be the local ranks' *dp.Group, and every update and checkpoint includes the
@@ -189,8 +191,8 @@ func New(cfg Config, d Deps) (*Trainer, error) {
 // so the next step is the one an uninterrupted run would have taken.
 func (t *Trainer) Restore(st checkpoint.State) error {
 	t.version, t.step, t.checkpointedStep = st.Version, st.Step, st.Step
-	// Version 0 too: a fresh start without model.path writes v0 for the servers (announceStart).
-	// A state without its directory (checkpoint.start_fresh's numbering) announces nothing here.
+	// Version 0 too: the backend holds v0's weights, not model.path's, so v0 is what the servers
+	// must load (announceStart). A state without its directory (checkpoint.start_fresh's numbering) announces nothing here.
 	if p := t.ckpt.Path(st.Version); verified(p) {
 		t.restoredFrom = p // announced again when Run starts
 	}
@@ -323,9 +325,11 @@ func (t *Trainer) Run(ctx context.Context) error {
 // and the version spans could not show which weights sampled them. The weights come, in order
 // of preference: from memory when every server takes them so (CUDA IPC, milliseconds); from
 // Deps.InitialWeights (model.path; a server on the trainer's GPU in reload.mode=auto still
-// takes them by IPC); or from checkpoint v<version> written now (a random initialisation has
-// no file; the checkpoint is a complete one, so a restart before the first step resumes from it).
-// Without a reloader nothing is reloaded or published, as before.
+// takes them by IPC); or from the weights written now to checkpoint.dir/initial (InitialDir: a
+// random initialisation has no file). That directory is not a checkpoint (no optimizer or
+// trainer state, not a v<N>: never resumed from, listed or pruned as one); a restart before the
+// first step starts fresh again and rewrites it. Without a reloader nothing is reloaded or
+// published, as before.
 //
 // A failed reload is logged and counted, not fatal (announce): the servers then keep their own
 // version, and the steps count the tokens ahead of the trainer's version
@@ -344,29 +348,50 @@ func (t *Trainer) announceStart(ctx context.Context) error {
 	}
 	path := t.d.InitialWeights
 	if path == "" {
-		st := checkpoint.State{Version: t.version, Step: t.step, Time: t.d.Now().UTC()}
-		if t.d.Admission != nil {
-			a, err := t.d.Admission.State()
-			if err != nil {
-				return err
-			}
-			st.Admission = a
-		}
-		be := t.d.Backend
-		if t.d.Feed != nil {
-			be = hostsSaver{Group: be.(*dp.Group), feed: t.d.Feed}
-		}
 		var err error
-		if path, err = t.ckpt.SaveBackend(st, be, t.dtype); err != nil {
-			return fmt.Errorf("step: initial weights for the inference servers (no model.path): %w", err)
+		if path, err = t.writeInitial(); err != nil {
+			return err
 		}
-		t.checkpointedStep = t.step
-		t.d.Metrics.Checkpoints.Inc()
 		t.d.Log.Info("initial weights written for the inference servers", "version", t.version, "path", path)
 	}
 	t.d.Log.Info("reloading the inference servers with the initial weights", "version", t.version, "path", path)
 	t.announce(ctx, path)
 	return nil
+}
+
+// InitialDir is the directory under checkpoint.dir where a fresh trainer without model.path
+// writes its initial weights for the inference servers (announceStart).
+const InitialDir = "initial"
+
+// writeInitial writes the backend's weights (Hugging Face layout, checkpoint.dtype) to
+// checkpoint.dir/InitialDir, replacing what an earlier fresh start left there, and returns its
+// absolute path. The directory appears complete or not at all (written aside, then renamed).
+func (t *Trainer) writeInitial() (string, error) {
+	final, err := filepath.Abs(filepath.Join(t.cfg.Checkpoint.Dir, InitialDir))
+	if err != nil {
+		return "", fmt.Errorf("step: initial weights: %w", err)
+	}
+	tmp := filepath.Join(filepath.Dir(final), ".tmp-"+InitialDir)
+	fail := func(err error) (string, error) {
+		os.RemoveAll(tmp)
+		return "", fmt.Errorf("step: initial weights for the inference servers (no model.path) in %s: %w", final, err)
+	}
+	if err := os.RemoveAll(tmp); err != nil {
+		return fail(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+		return fail(err)
+	}
+	if err := t.d.Backend.Save(tmp, t.dtype); err != nil {
+		return fail(err)
+	}
+	if err := os.RemoveAll(final); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return fail(err)
+	}
+	return final, nil
 }
 
 // finish checkpoints steps not yet covered by a checkpoint.

@@ -235,7 +235,7 @@ func WithReloadMode(r Reloader, mode string, src IPCSource, log *slog.Logger) (R
 // ReloadsFromMemory reports whether this server now takes the weights by CUDA IPC, so a reload
 // needs no checkpoint (the trainer's MemoryReloader). An auto reloader decides at its first
 // reload, which the trainer makes with a path: at start-up, the weights it starts from
-// (model.path, a written v0 or the resumed checkpoint), so a server on its GPU takes every later
+// (model.path, the initial weights it wrote, or the resumed checkpoint), so a server on its GPU takes every later
 // version from memory.
 func (r *ModeReloader) ReloadsFromMemory() bool { return r.Chosen() == ReloadIPC }
 
