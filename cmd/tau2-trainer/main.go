@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"tau2rl/gpu"
 	"tau2rl/gpu/backends"
@@ -36,7 +37,10 @@ optimizer.safetensors with the AdamW state, trainer_state.json; atomically), com
 that checkpoint covers, reloads the inference servers (reload.backend) and publishes policy
 version N. reload.mode=auto (default) sends the weights by CUDA IPC to a tau2-sampler on the
 trainer's GPU (backend=cuda, /update_weights_from_ipc: no disk round trip) and reloads every other
-server from the checkpoint; disk and ipc force one path. It issues rollout requests itself so
+server from the checkpoint, except a tau2-sampler on another GPU or host, which joins the
+trainer's weight-sync group and takes each version by a broadcast from rank 0 (reload.sync.*;
+/update_weights_from_distributed: no disk round trip either); disk, ipc and distributed force one
+path. It issues rollout requests itself so
 in-flight work never runs more than max_head_offpolicyness versions ahead (admission.*).
 
 It resumes from the newest readable checkpoint in checkpoint.dir, optimizer state included, so the
@@ -90,7 +94,32 @@ type ReloadConfig struct {
 	// handle of the trainer's bf16 weights, /update_weights_from_ipc, no disk round trip) or
 	// "auto" (default: ipc for each server that reports the trainer's GPU in /model_info, disk
 	// for the others; logged per server). vLLM servers always reload from disk.
+	// "distributed": every server joins the trainer's weight-sync group and takes each version
+	// by a broadcast from rank 0 (/init_weights_update_group, /update_weights_from_distributed;
+	// tau2-sampler only, on other GPUs or hosts); auto also picks it for a tau2-sampler on another
+	// GPU that lists sync.backend in /model_info's weight_sync. docs/OPERATIONS.md.
 	Mode string `yaml:"mode"`
+	// Sync is the weight-sync group of reload.mode=distributed and auto.
+	Sync SyncConfig `yaml:"sync"`
+}
+
+// SyncConfig is the trainer's rank 0 of the weight-sync group (gpu/weightsync).
+type SyncConfig struct {
+	// Backend is "auto" (default: nccl when the trainer's bf16 weights are on one GPU and the
+	// binary has NCCL, else tcp), "nccl", "tcp" (gpu/collective's host-memory hub) or "off"
+	// (auto never forms a group; distributed is refused).
+	Backend string `yaml:"backend"`
+	// Listen is where the rendezvous listens (host:port; port 0 picks a free one). Default
+	// "127.0.0.1:0": samplers on this host only; several hosts need a reachable address.
+	Listen string `yaml:"listen"`
+	// Address is the host the servers dial (master_address); default the listen host.
+	Address string `yaml:"address"`
+	// Group is the group_name. Default "tau2rl-weights".
+	Group string `yaml:"group"`
+	// JoinTimeout bounds forming the group, UpdateTimeout one version's update (defaults 60s and
+	// 10m): a server that never joins or dies fails the reload instead of blocking training.
+	JoinTimeout   time.Duration `yaml:"join_timeout"`
+	UpdateTimeout time.Duration `yaml:"update_timeout"`
 }
 
 // Config is the trainer's configuration. The training keys (batch_size, max_head_offpolicyness,
@@ -127,8 +156,9 @@ func DefaultConfig() Config {
 		Model:         topology.Model{Seed: 1},
 		Kafka:         tkafka.DefaultConfig(),
 		ConsumerGroup: kafkaio.DefaultGroup,
-		Reload:        ReloadConfig{Backend: "none", Mode: llm.ReloadAuto},
-		Config:        step.DefaultConfig(),
+		Reload: ReloadConfig{Backend: "none", Mode: llm.ReloadAuto, Sync: SyncConfig{Backend: "auto", Listen: "127.0.0.1:0", Group: "tau2rl-weights",
+			JoinTimeout: llm.DefaultSyncJoinTimeout, UpdateTimeout: llm.DefaultSyncUpdateTimeout}},
+		Config: step.DefaultConfig(),
 	}
 }
 
@@ -161,7 +191,10 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	} else if c.Reload.Mode == llm.ReloadIPC && c.Reload.Backend == llm.BackendVLLM {
 		errs = append(errs, errors.New("reload.mode=ipc: vLLM servers reload from disk only (reload.mode=disk or auto)"))
+	} else if c.Reload.Mode == llm.ReloadDistributed && c.Reload.Backend == llm.BackendVLLM {
+		errs = append(errs, errors.New("reload.mode=distributed: vLLM servers reload from disk only (reload.mode=disk or auto)"))
 	}
+	errs = append(errs, c.Reload.Sync.validate(c.Reload.Mode))
 	errs = append(errs, c.Model.Validate())
 	return errors.Join(errs...)
 }
@@ -307,6 +340,9 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config) (err error) {
 			return err
 		}
 		if reloader, err = withReloadMode(reloader, cfg.Reload.Mode, be, rt.Log); err != nil {
+			return err
+		}
+		if reloader, err = withWeightSync(reloader, cfg.Reload, be, cfg.CUDA.Device, rt.Log); err != nil {
 			return err
 		}
 		d.Reloader = reloader

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 
 	"tau2rl/cmd/internal/cli"
 	"tau2rl/gpu"
+	"tau2rl/gpu/weightsync"
 	"tau2rl/lib/inference/llm"
 	"tau2rl/lib/inference/protocol"
 )
@@ -60,6 +63,84 @@ func withReloadMode(r llm.Reloader, mode string, be gpu.Backend, log *slog.Logge
 	out, err := llm.WithReloadMode(r, mode, src, log)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", cli.ErrUsage, err)
+	}
+	return out, nil
+}
+
+// validate checks the sync keys (the backend's availability is checked at start-up, with the
+// trainer's backend: withWeightSync).
+func (c SyncConfig) validate(mode string) error {
+	switch c.Backend {
+	case "auto", "off", protocol.WeightSyncTCP, protocol.WeightSyncNCCL:
+	default:
+		return fmt.Errorf("reload.sync.backend %q: want auto, nccl, tcp or off", c.Backend)
+	}
+	if c.Backend == "off" && mode == llm.ReloadDistributed {
+		return errors.New("reload.mode=distributed needs reload.sync.backend (auto, nccl or tcp), not off")
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("reload.sync.listen %q: want host:port (port 0 for any): %v", c.Listen, err)
+	}
+	if c.JoinTimeout < 0 || c.UpdateTimeout < 0 {
+		return errors.New("reload.sync.join_timeout and update_timeout must be ≥ 0")
+	}
+	return nil
+}
+
+// weightSyncSource is rank 0 of the weight-sync group over be's weights, or nil when the
+// configuration or the backend rules it out (auto then reloads those servers another way).
+// backend auto: nccl over the cuda backend's device buffer when this binary has NCCL, else the
+// host hub over the weights be hands back (gpu.WeightExporter).
+func weightSyncSource(c SyncConfig, be gpu.Backend, device int) (llm.WeightSyncSource, error) {
+	backend := c.Backend
+	dw, onDevice := be.(weightsync.DeviceWeights)
+	hw, onHost := be.(gpu.WeightExporter)
+	if backend == "auto" {
+		switch {
+		case onDevice && weightsync.HaveNCCL():
+			backend = protocol.WeightSyncNCCL
+		case onHost:
+			backend = protocol.WeightSyncTCP
+		default:
+			return nil, nil
+		}
+	}
+	var src weightsync.Source
+	switch backend {
+	case "off":
+		return nil, nil
+	case protocol.WeightSyncNCCL:
+		if !onDevice {
+			return nil, fmt.Errorf("reload.sync.backend=nccl: %T keeps no bf16 weight buffer on one GPU (a data-parallel group broadcasts by tcp)", be)
+		}
+		src = weightsync.DeviceSource(dw)
+	case protocol.WeightSyncTCP:
+		if !onHost {
+			return nil, fmt.Errorf("reload.sync.backend=tcp: %T cannot hand its weights to the host", be)
+		}
+		src = weightsync.HostSource(hw)
+	}
+	return weightsync.NewTrainer(backend, c.Listen, c.Address, c.Group, device, src)
+}
+
+// withWeightSync applies reload.mode's weight-sync part (distributed, auto) to the reloader.
+func withWeightSync(r llm.Reloader, c ReloadConfig, be gpu.Backend, device int, log *slog.Logger) (llm.Reloader, error) {
+	if c.Mode != llm.ReloadDistributed && c.Mode != llm.ReloadAuto {
+		return r, nil
+	}
+	src, err := weightSyncSource(c.Sync, be, device)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", cli.ErrUsage, err)
+	}
+	if src == nil && c.Mode == llm.ReloadDistributed {
+		return nil, fmt.Errorf("%w: reload.mode=distributed: %T cannot broadcast its weights (reload.sync.backend %s)", cli.ErrUsage, be, c.Sync.Backend)
+	}
+	out, err := llm.WithWeightSync(r, c.Mode, src, ipcSource(be), log)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", cli.ErrUsage, err)
+	}
+	if s, ok := out.(*llm.SyncReloader); ok {
+		s.JoinTimeout, s.UpdateTimeout = c.Sync.JoinTimeout, c.Sync.UpdateTimeout
 	}
 	return out, nil
 }
