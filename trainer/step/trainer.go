@@ -192,7 +192,8 @@ func New(cfg Config, d Deps) (*Trainer, error) {
 func (t *Trainer) Restore(st checkpoint.State) error {
 	t.version, t.step, t.checkpointedStep = st.Version, st.Step, st.Step
 	// Version 0 too: the backend holds v0's weights, not model.path's, so v0 is what the servers
-	// must load (announceStart). A state without its directory (checkpoint.start_fresh's numbering) announces nothing here.
+	// must load (announceStart). A state without its directory (checkpoint.start_fresh's
+	// numbering) announces nothing here: the trainer starts from its initial weights.
 	if p := t.ckpt.Path(st.Version); verified(p) {
 		t.restoredFrom = p // announced again when Run starts
 	}
