@@ -36,7 +36,10 @@ Runs, each binary its own process beside one tau2-broker, in 'dir'/<timestamp>/:
      tau2-eval plot when that command exists.
 
 policy=sampler (the real experiment) serves the model with tau2-sampler (model=<checkpoint>
-listen=… backend=…; SGLang's /generate and /update_weights_from_disk). policy=scripted stands
+listen=… backend=…; SGLang's /generate and /update_weights_from_disk). gpus=N samplers=K place
+the GRPO stage (docs/MULTIGPU.md): default 1 and 1, the sampler and the trainer sharing device 0;
+with gpus > 1 each sampler runs alone on its GPU and the trainer on the other N−K as data-parallel
+ranks (CUDA_VISIBLE_DEVICES per process); producers, evaluations and reloads use every sampler. policy=scripted stands
 the scripted server in for the sampler, so every stage runs on a laptop (the policy then does not
 change: the trainer trains, the served answers stay scripted); cmd/tau2-run's test runs it.
 
@@ -46,6 +49,8 @@ Examples:
   # every stage on a laptop, in about a minute
   tau2-run experiment policy=scripted backend=cpu domain=mock split=base model_config=deploy/models/qwen3-tiny/config.json \
       tasks=2 demo_trials=2 sft_min_reward=0 sft_max_steps=1 grpo_steps=1 group_size=2 batch_size=1 eval_trials=1
+  # a 4-GPU host: three samplers on GPUs 0-2, the trainer on GPU 3 (samplers=2: two trainer ranks)
+  tau2-run experiment gpus=4 samplers=3 concurrency=288 model_config=deploy/models/qwen3-1.7b/config.json grpo_time=5m eval_trials=0
   # three seeds of the recipe at once on one GPU, then one figure of the three
   for s in 1 2 3; do tau2-run experiment seed=$s dir=run/seed$s 'sampler_args=[kv.memory_fraction=0.08]' & done; wait
   tau2-eval plot report=$(ls run/seed*/*/report.json | paste -sd,) out=run/seeds`

@@ -406,10 +406,8 @@ func (e *experiment) startSampler(ctx context.Context, i int, at placement) (str
 	if err != nil {
 		return "", err
 	}
-	args := append([]string{"model=" + e.rep.SFT.Checkpoint, "listen=" + addr, "backend=" + e.cfg.Backend}, e.layout.SamplerArgs[i]...)
-	args = append(args, e.cfg.SamplerArgs...)
 	name := samplerName(i)
-	q, err := proc.Start(&proc.Spec{Name: name, Bin: e.bin("tau2-sampler"), Args: args, Env: at.Env, LogDir: e.dir, MetricsAddr: metrics})
+	q, err := proc.Start(&proc.Spec{Name: name, Bin: e.bin("tau2-sampler"), Args: e.samplerArgs(i, addr), Env: at.Env, LogDir: e.dir, MetricsAddr: metrics})
 	if err != nil {
 		return "", err
 	}
@@ -431,6 +429,13 @@ func (e *experiment) startSampler(ctx context.Context, i int, at placement) (str
 			return "", fmt.Errorf("tau2-sampler %s not healthy; last lines of %s:\n%s", name, q.LogPath, q.Tail(20))
 		}
 	}
+}
+
+// samplerArgs are the i-th tau2-sampler's arguments: the layout's (its KV-cache share on a GPU
+// it shares with the trainer), then sampler_args (which override them).
+func (e *experiment) samplerArgs(i int, addr string) []string {
+	args := append([]string{"model=" + e.rep.SFT.Checkpoint, "listen=" + addr, "backend=" + e.cfg.Backend}, e.layout.SamplerArgs[i]...)
+	return append(args, e.cfg.SamplerArgs...)
 }
 
 // evalBefore measures the SFT policy at eval_temperature (on the training tasks, then on the
@@ -487,15 +492,7 @@ func (e *experiment) eval(ctx context.Context, name string, temperature float64,
 
 // evalOn runs tau2-eval run on the given split's tasks (ids) and parses its pass^k row.
 func (e *experiment) evalOn(ctx context.Context, name, split string, ids []string, temperature float64, into *EvalStats) error {
-	args := []string{"econfig.domain=" + e.cfg.Domain, "split=" + split, "data_dir=" + e.cfg.DataDir,
-		fmt.Sprintf("num_trials=%d", e.cfg.EvalTrials), fmt.Sprintf("concurrency=%d", e.cfg.Concurrency),
-		"policy.endpoints=" + endpoints(e.policyAddrs), "econfig.user_llm_base_url=http://" + e.llmAddr + "/v1",
-		fmt.Sprintf("sampling.temperature=%g", temperature), fmt.Sprintf("policy.max_new_tokens=%d", e.cfg.MaxNewToken),
-		// Each trial's seed goes with its policy requests: the same trials sampled the same way
-		// in every run and evaluation, so before/after and seed-to-seed differences are the policy's.
-		"policy.send_seed=true",
-		"output=" + filepath.Join(e.dir, "eval-"+name+".json"), "task_ids=" + yamlList(ids)}
-	text, err := e.oneShot(ctx, "eval-"+name, "tau2-eval", append([]string{"run"}, args...)...)
+	text, err := e.oneShot(ctx, "eval-"+name, "tau2-eval", append([]string{"run"}, e.evalArgs(name, split, ids, temperature)...)...)
 	if err != nil {
 		return err
 	}
@@ -520,6 +517,18 @@ func (e *experiment) evalOn(ctx context.Context, name, split string, ids []strin
 	return nil
 }
 
+// evalArgs are tau2-eval run's arguments for one evaluation: every sampler in policy.endpoints.
+func (e *experiment) evalArgs(name, split string, ids []string, temperature float64) []string {
+	return []string{"econfig.domain=" + e.cfg.Domain, "split=" + split, "data_dir=" + e.cfg.DataDir,
+		fmt.Sprintf("num_trials=%d", e.cfg.EvalTrials), fmt.Sprintf("concurrency=%d", e.cfg.Concurrency),
+		"policy.endpoints=" + endpoints(e.policyAddrs), "econfig.user_llm_base_url=http://" + e.llmAddr + "/v1",
+		fmt.Sprintf("sampling.temperature=%g", temperature), fmt.Sprintf("policy.max_new_tokens=%d", e.cfg.MaxNewToken),
+		// Each trial's seed goes with its policy requests: the same trials sampled the same way
+		// in every run and evaluation, so before/after and seed-to-seed differences are the policy's.
+		"policy.send_seed=true",
+		"output=" + filepath.Join(e.dir, "eval-"+name+".json"), "task_ids=" + yamlList(ids)}
+}
+
 // grpo runs the RL pipeline until the trainer has taken grpo_steps steps.
 func (e *experiment) grpo(ctx context.Context) error {
 	ds := filepath.Join(e.dir, "grpo")
@@ -529,24 +538,11 @@ func (e *experiment) grpo(ctx context.Context) error {
 		return err
 	}
 	t0 := time.Now()
-	targs := []string{e.brokers, "backend=" + e.cfg.Backend, "model.path=" + e.rep.SFT.Checkpoint,
-		"checkpoint.dir=" + ckpt, "data_dir=" + e.cfg.DataDir, fmt.Sprintf("max_steps=%d", e.cfg.GRPOSteps),
-		fmt.Sprintf("batch_size=%d", e.cfg.BatchSize), fmt.Sprintf("group.group_size=%d", e.cfg.GroupSize),
-		fmt.Sprintf("admission.tasks=[{domain: %s, split: %s, task_ids: %s}]", e.cfg.Domain, e.cfg.Split, yamlList(e.cfg.TaskIDs)),
-		fmt.Sprintf("admission.sampling.max_tokens=%d", e.cfg.MaxNewToken),
-		fmt.Sprintf("admission.sampling.temperature=%g", e.cfg.GRPOTemperature), fmt.Sprintf("admission.seed=%d", e.cfg.Seed),
-		fmt.Sprintf("max_head_offpolicyness=%d", e.cfg.Offpolicyness), "actor.eps_clip=0.4", "actor.behav_imp_weight_cap=5", "actor.recompute_logprob=true",
-		fmt.Sprintf("actor.optimizer.lr=%g", e.cfg.GRPOLR),
-		"reload.backend=sglang", "reload.endpoints=" + endpoints(e.policyAddrs)}
-	// The layout's data-parallel settings, then the configuration's (which override them).
-	targs = append(append(targs, e.layout.TrainerArgs...), e.cfg.TrainerArgs...)
-	tr, err := e.daemonOn(ctx, e.layout.Trainer, "trainer", "tau2-trainer", targs...)
+	tr, err := e.daemonOn(ctx, e.layout.Trainer, "trainer", "tau2-trainer", e.trainerArgs(ckpt)...)
 	if err != nil {
 		return err
 	}
-	prod, err := e.daemon(ctx, "producer", "tau2-producer", e.brokers, "data_dir="+e.cfg.DataDir, "econfig.domain="+e.cfg.Domain,
-		"policy.endpoints="+endpoints(e.policyAddrs), "user_llm_base_url=http://"+e.llmAddr+"/v1",
-		fmt.Sprintf("concurrency=%d", e.cfg.Concurrency), fmt.Sprintf("max_head_offpolicyness=%d", e.cfg.Offpolicyness))
+	prod, err := e.daemon(ctx, "producer", "tau2-producer", e.producerArgs()...)
 	if err != nil {
 		return err
 	}
@@ -608,6 +604,28 @@ func (e *experiment) grpo(ctx context.Context) error {
 		return err
 	}
 	return e.finishGPUTime(tl)
+}
+
+// trainerArgs are the GRPO tau2-trainer's arguments: every sampler in reload.endpoints, the
+// layout's data-parallel settings, then trainer_args (which override both).
+func (e *experiment) trainerArgs(ckpt string) []string {
+	targs := []string{e.brokers, "backend=" + e.cfg.Backend, "model.path=" + e.rep.SFT.Checkpoint,
+		"checkpoint.dir=" + ckpt, "data_dir=" + e.cfg.DataDir, fmt.Sprintf("max_steps=%d", e.cfg.GRPOSteps),
+		fmt.Sprintf("batch_size=%d", e.cfg.BatchSize), fmt.Sprintf("group.group_size=%d", e.cfg.GroupSize),
+		fmt.Sprintf("admission.tasks=[{domain: %s, split: %s, task_ids: %s}]", e.cfg.Domain, e.cfg.Split, yamlList(e.cfg.TaskIDs)),
+		fmt.Sprintf("admission.sampling.max_tokens=%d", e.cfg.MaxNewToken),
+		fmt.Sprintf("admission.sampling.temperature=%g", e.cfg.GRPOTemperature), fmt.Sprintf("admission.seed=%d", e.cfg.Seed),
+		fmt.Sprintf("max_head_offpolicyness=%d", e.cfg.Offpolicyness), "actor.eps_clip=0.4", "actor.behav_imp_weight_cap=5", "actor.recompute_logprob=true",
+		fmt.Sprintf("actor.optimizer.lr=%g", e.cfg.GRPOLR),
+		"reload.backend=sglang", "reload.endpoints=" + endpoints(e.policyAddrs)}
+	return append(append(targs, e.layout.TrainerArgs...), e.cfg.TrainerArgs...)
+}
+
+// producerArgs are the GRPO tau2-producer's arguments: its calls spread over every sampler.
+func (e *experiment) producerArgs() []string {
+	return []string{e.brokers, "data_dir=" + e.cfg.DataDir, "econfig.domain=" + e.cfg.Domain,
+		"policy.endpoints=" + endpoints(e.policyAddrs), "user_llm_base_url=http://" + e.llmAddr + "/v1",
+		fmt.Sprintf("concurrency=%d", e.cfg.Concurrency), fmt.Sprintf("max_head_offpolicyness=%d", e.cfg.Offpolicyness)}
 }
 
 func (e *experiment) grpoStats(ctx context.Context, ds, ckpt string) error {

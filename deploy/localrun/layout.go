@@ -39,8 +39,8 @@ type placement struct {
 
 // layout is where the GRPO stage's processes run.
 type layout struct {
-	// Name is perf.json's layout: "cpu", "1gpu-shared" ("1gpu-shared-2sampler" with several
-	// samplers on the one GPU), "4gpu-3sampler-1trainer".
+	// Name is perf.json's layout: "cpu" ("cpu-2sampler" with two samplers), "1gpu-shared"
+	// ("1gpu-shared-2sampler" with several samplers on the one GPU), "4gpu-3sampler-1trainer".
 	Name string
 	// GPUs is how many devices the run uses (0 on the cpu backend).
 	GPUs int
@@ -76,8 +76,10 @@ func layoutFor(cfg ExperimentConfig, visible string) (layout, error) {
 			l.SamplerArgs = append(l.SamplerArgs, args)
 		}
 		switch {
-		case cfg.Backend == "cpu":
+		case cfg.Backend == "cpu" && samplers == 1:
 			l.Name = "cpu"
+		case cfg.Backend == "cpu":
+			l.Name = fmt.Sprintf("cpu-%dsampler", samplers)
 		case samplers == 1:
 			l.Name = "1gpu-shared"
 		default:

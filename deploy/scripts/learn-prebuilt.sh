@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # learn-prebuilt.sh: `make learn` for a GPU machine without Go (binaries from prebuild-gpu-bins.sh,
-# the τ² data and tokenizer as .devbin/assets.tar.xz).  start ARGS… | start-many FILE | wait.
+# the τ² data and tokenizer as .devbin/assets.tar.xz).  start ARGS… | start-many FILE | start-seq FILE | wait.
 # start builds the real kernels' shared libraries, unpacks the prebuilt binaries and the τ² data,
 # runs the NCCL world-1 check, then starts `tau2-run experiment` detached; wait follows it and
 # copies the results to $OUT. start-many starts one experiment per line of FILE ("NAME ARGS…",
 # shell-quoted; # comments), all at once on the same GPU (several seeds or recipes in one lease:
 # give each sampler a small kv.memory_fraction), and collects each run as $OUT/NAME.tgz.
+# start-seq runs the lines of FILE one after another instead (detached, so later `wait` calls
+# follow it; $T/seq.log says which line runs): for runs that each need the whole machine, such as
+# the several-GPU layouts of issue 29 (deploy/scripts/issue29/*.runs), collected the same way.
 set -uo pipefail
+self=$(realpath "$0")
 cd "$(dirname "$0")/../.."
 T=/tmp/t2
 mode=${1:-start}; shift || true
@@ -16,7 +20,24 @@ NCCL_HOME=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/
 ncclso=$(ls $NCCL_HOME/lib/libnccl.so* 2>/dev/null | head -1)
 export LD_LIBRARY_PATH=$T/lib:$cudalib:$(dirname "${ncclso:-/x/x}"):${LD_LIBRARY_PATH:-}
 export TAU2_DATA_DIR=$T/tau2-data QWEN3_TOKENIZER_DIR=$T/qwen3-tokenizer
+# running: an experiment runs, or a start-seq queue has lines left (between two of its runs no
+# tau2-run is up for a moment).
+running() { pgrep -f 'tau2-run experiment' >/dev/null || [[ -f $T/seq.running ]]; }
+if [[ $mode == run-seq ]]; then # start-seq's detached queue: one experiment per line, in order
+  trap 'rm -f $T/seq.running' EXIT
+  touch $T/seq.running
+  while read -r name rest; do
+    [[ -z $name || $name == \#* ]] && continue
+    eval "args=($rest)"
+    mkdir -p $T/runs/$name
+    echo "$(date -u +%FT%TZ) start $name: ${args[*]}" >>$T/seq.log
+    $T/bin/tau2-run experiment bin=$T/bin dir=$T/runs/$name "${args[@]}" >$T/runs/$name/exp.log 2>&1 </dev/null
+    echo "$(date -u +%FT%TZ) end $name: exit $?" >>$T/seq.log
+  done <"$1"
+  exit 0
+fi
 progress() {
+  [[ -f $T/seq.log ]] && { echo "== $T/seq.log"; cat $T/seq.log; }
   if [[ -d $T/runs ]]; then
     for l in $T/runs/*/exp.log; do echo "== $l"; tail -n 6 "$l"; done
   else
@@ -45,7 +66,7 @@ collect() {
     tar --null -T - -czf "$OUT/run-logs.tgz") 2>/dev/null
   # (where only report.json came back, `tau2-eval plot report=report.json` redraws the figures)
 }
-if [[ $mode == start || $mode == start-many ]]; then
+if [[ $mode == start || $mode == start-many || $mode == start-seq ]]; then
   nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
   mkdir -p $T/lib && tar -C $T -xJf .devbin/bins.tar.xz && tar -C $T -xJf .devbin/assets.tar.xz
   ( make -f gpu/cuda/gpu.mk -j16 gpu/cuda/build/libt2cuda.so NCCL_HOME=$NCCL_HOME gpu/collective/nccl/build/libt2nccl.a >$T/build.log 2>&1 &&
@@ -58,6 +79,12 @@ if [[ $mode == start || $mode == start-many ]]; then
   fi
   if [[ $mode == start ]]; then
     setsid nohup $T/bin/tau2-run experiment bin=$T/bin dir=$T/run "$@" >$T/exp.log 2>&1 < /dev/null &
+  elif [[ $mode == start-seq ]]; then
+    [[ -f $1 ]] || { echo "start-seq: no run list $1"; exit 2; }
+    cp "$1" $T/seq.lines && rm -f $T/seq.log
+    touch $T/seq.running # before the detached queue starts: the wait below must not end first
+    setsid nohup bash "$self" run-seq $T/seq.lines >$T/seq.out 2>&1 </dev/null &
+    grep -v '^[[:space:]]*\(#\|$\)' $T/seq.lines | awk '{print "queued " $1}'
   else
     while read -r name rest; do
       [[ -z $name || $name == \#* ]] && continue
@@ -71,10 +98,10 @@ if [[ $mode == start || $mode == start-many ]]; then
 fi
 end=${WAIT_END:-540}
 while (( SECONDS < end )); do
-  pgrep -f 'tau2-run experiment' >/dev/null || break
+  running || break
   sleep 15
 done
 progress
-pgrep -f 'tau2-run experiment' >/dev/null && echo "STILL RUNNING" || echo "EXPERIMENT DONE"
+running && echo "STILL RUNNING" || echo "EXPERIMENT DONE"
 nvidia-smi --query-gpu=memory.used --format=csv,noheader
 collect

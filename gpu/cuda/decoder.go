@@ -85,6 +85,9 @@ type Decoder struct {
 	itemsPerSM int
 	// ipc maps the trainer's weight buffer while its handle stays the same (LoadWeightsIPC).
 	ipc ipcMapping
+	// stage is the device staging buffer of weight-sync updates (weightsync.go), kept between
+	// updates.
+	stage deviceStage
 }
 
 // defaultItemsPerSM is the paged kernels' split target (Decoder.itemsPerSM).
@@ -464,7 +467,7 @@ func (d *Decoder) Close() error {
 		defer d.leave()
 	}
 	d.closed = true
-	errs := []error{d.dropGraphs(), d.ws.free(), statusErr(C.t2_stream_destroy(d.stream)), d.ipc.close()}
+	errs := []error{d.dropGraphs(), d.ws.free(), statusErr(C.t2_stream_destroy(d.stream)), d.ipc.close(), d.stage.free()}
 	for _, p := range []dptr{d.param, d.kc, d.vc} {
 		if p != nil {
 			errs = append(errs, free(p))

@@ -94,7 +94,7 @@ func NewTrainer(backend, listen, advertise, group string, device int, src Source
 	if backend != protocol.WeightSyncTCP && backend != protocol.WeightSyncNCCL {
 		return nil, fmt.Errorf("weightsync: backend %q: want %s or %s", backend, protocol.WeightSyncTCP, protocol.WeightSyncNCCL)
 	}
-	if backend == protocol.WeightSyncNCCL && nccl == nil {
+	if backend == protocol.WeightSyncNCCL && ncclSide == nil {
 		return nil, ErrNoNCCL
 	}
 	if group == "" {

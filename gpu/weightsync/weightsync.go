@@ -31,8 +31,8 @@ import (
 	"tau2rl/lib/inference/protocol"
 )
 
-// nccl is the NCCL side of the package, set by nccl_cuda.go in builds with the cuda tag.
-var nccl interface {
+// ncclSide is the NCCL side of the package, set by nccl_cuda.go in builds with the cuda tag.
+var ncclSide interface {
 	// join fetches the id from addr as host rank of job and joins rank of world on device.
 	join(ctx context.Context, addr, job string, rank, world, device int) (collective.Comm, error)
 	// host makes an id, serves it on ln to the world−1 other ranks and joins rank 0 on device;
@@ -44,7 +44,7 @@ var nccl interface {
 var ErrNoNCCL = errors.New("weightsync: this build has no NCCL (build with -tags cuda, or use backend tcp)")
 
 // HaveNCCL reports whether this build can join an NCCL group.
-func HaveNCCL() bool { return nccl != nil }
+func HaveNCCL() bool { return ncclSide != nil }
 
 // retry is how often a rank redials a rendezvous that is not up yet.
 const retry = 20 * time.Millisecond
@@ -60,10 +60,10 @@ func Join(ctx context.Context, req protocol.InitWeightsUpdateGroupRequest, devic
 	case protocol.WeightSyncTCP:
 		return collective.DialHub(ctx, req.Addr(), req.GroupName, req.RankOffset, req.WorldSize, retry)
 	case protocol.WeightSyncNCCL:
-		if nccl == nil {
+		if ncclSide == nil {
 			return nil, ErrNoNCCL
 		}
-		return nccl.join(ctx, req.Addr(), req.GroupName, req.RankOffset, req.WorldSize, device)
+		return ncclSide.join(ctx, req.Addr(), req.GroupName, req.RankOffset, req.WorldSize, device)
 	}
 	return nil, fmt.Errorf("weightsync: backend %q", req.Backend)
 }
@@ -83,7 +83,7 @@ type Host struct {
 // (master_address): the listen host when empty. device is the CUDA device of rank 0's weights
 // (nccl). Join then completes rank 0.
 func Listen(backend, listen, advertise, group string, world, device int) (*Host, error) {
-	if backend == protocol.WeightSyncNCCL && nccl == nil {
+	if backend == protocol.WeightSyncNCCL && ncclSide == nil {
 		return nil, ErrNoNCCL
 	}
 	ln, err := net.Listen("tcp", listen)
@@ -114,7 +114,7 @@ func Listen(backend, listen, advertise, group string, world, device int) (*Host,
 func (h *Host) Join(ctx context.Context) (collective.Comm, error) {
 	r := h.Request
 	if r.Backend == protocol.WeightSyncNCCL {
-		return nccl.host(ctx, h.ln, r.GroupName, r.WorldSize, h.device)
+		return ncclSide.host(ctx, h.ln, r.GroupName, r.WorldSize, h.device)
 	}
 	h.hub = make(chan error, 1)
 	go func() { h.hub <- collective.ServeHub(ctx, h.ln, r.GroupName, r.WorldSize) }()
