@@ -13,7 +13,6 @@ import (
 	"math"
 	"reflect"
 	"runtime"
-	"slices"
 	"unsafe"
 
 	"tau2rl/gpu"
@@ -88,6 +87,8 @@ type Decoder struct {
 	// stage is the device staging buffer of weight-sync updates (weightsync.go), kept between
 	// updates.
 	stage deviceStage
+	// planner lays out every step on the host (plan.go), reusing its buffers.
+	planner planner
 }
 
 // defaultItemsPerSM is the paged kernels' split target (Decoder.itemsPerSM).
@@ -482,260 +483,17 @@ func (d *Decoder) Close() error {
 	return nil
 }
 
-// stepPlan is a step's host-side index arrays.
-type stepPlan struct {
-	n                        int
-	pure                     bool // decode tokens with context only: no FA2, items cover [0, Start]
-	maxRows                  int  // the most query rows (tokens × GQA group) of a CUDA-core item
-	tokens, positions, slots []int32
-	send, tokInfo            []int32
-	items, tables            []int32
-	// mitems and mrows are the tensor-core paged kernel's items and their gathered rows
-	// (t2_paged_attention_mma); nslots counts the partial slots of both kernels.
-	mitems, mrows []int32
-	nslots        int
-	groups        int // shared (cascade) ranges
-	rowIdx, topk  []int32
-	fparams       []float32
-	unif          []float64
-}
+// The step's plan comes from the pure-Go planner (plan.go); T2_PAGED_ROWS is its pagedRows.
+const (
+	_ = uint(pagedRows - C.T2_PAGED_ROWS) // compile-time: pagedRows ≥ T2_PAGED_ROWS …
+	_ = uint(C.T2_PAGED_ROWS - pagedRows) // … and ≤
+)
 
-// itemInts is what the step uploads into ws.items: the CUDA-core items, then the tensor-core
-// items, then their rows.
-func (p *stepPlan) itemInts() []int32 { return slices.Concat(p.items, p.mitems, p.mrows) }
-
-// plan lays the step out: sequences packed in order; FA2's subtree ends make each chunk causal
-// within itself. Sequences with cached context get partials over it, merged by log-sum-exp:
-//   - a prefill chunk (more than one tile of T2_PAGED_ROWS/g tokens) runs on the tensor cores,
-//     64 query rows (tokens × GQA group) per item;
-//   - decode tokens of sequences that share cached prefix blocks (the prefix cache hands every
-//     conversation of a τ² step the same system-prompt blocks) read each shared range once per
-//     group, up to 64 rows (members × GQA group) per tensor-core item: cascade attention;
-//   - what is left (a decode token's own blocks, a short chunk) runs on the CUDA-core kernel in
-//     tiles of T2_PAGED_ROWS/g tokens.
-//
-// Every key range is split so the step has about itemsPerSM items per SM.
-func (d *Decoder) plan(seqs []gpu.ServeSeq) stepPlan {
-	c, bs := d.cfg, d.kv.BlockSize
-	g := c.NumAttentionHeads / c.NumKeyValueHeads
-	nkv := c.NumKeyValueHeads
-	tileTok := C.T2_PAGED_ROWS / g
-	mma := C.T2_PAGED_ROWS%g == 0 && !d.noMMA
-	var p stepPlan
-	for _, s := range seqs {
-		p.n += len(s.Tokens)
-	}
-	p.pure = true
-	for _, s := range seqs {
-		p.pure = p.pure && len(s.Tokens) == 1 && s.Start > 0
-	}
-	p.tokInfo = make([]int32, 3*p.n)
-	for i := range p.tokInfo {
-		p.tokInfo[i] = -1
-	}
-	keysOf := func(s gpu.ServeSeq) int { // the paged kernels' keys; the step's own come from FA2 …
-		if p.pure {
-			return s.Start + 1 // … or, without FA2, the token's own key, written to the cache first
-		}
-		return s.Start
-	}
-	// Cascade: the decode tokens' shared prefixes.
-	var dec []int // indices into seqs of decode tokens with context
-	for i, s := range seqs {
-		if mma && len(s.Tokens) == 1 && s.Start > 0 {
-			dec = append(dec, i)
-		}
-	}
-	ranges := make([][]keyRange, len(seqs))
-	var groups [][]int
-	if len(dec) >= cascadeMinGroup {
-		blocks := make([][]int32, len(seqs))
-		keys := make([]int, len(seqs))
-		for _, i := range dec {
-			blocks[i], keys[i] = seqs[i].Blocks, keysOf(seqs[i])
-		}
-		cascadeRanges(blocks, keys, bs, dec, 0, ranges, &groups)
-	}
-	// Work (keys × query tiles × heads) sets the split, shared ranges counted once per group.
-	var work int64
-	for i, s := range seqs {
-		if s.Start == 0 {
-			continue
-		}
-		own := keysOf(s)
-		for _, r := range ranges[i] {
-			own -= r.hi - r.lo
-		}
-		work += int64((len(s.Tokens)+tileTok-1)/tileTok) * int64(nkv) * int64(own)
-	}
-	sharedWork := map[int]int{}
-	for i := range seqs {
-		for _, r := range ranges[i] {
-			sharedWork[r.group] = r.hi - r.lo
-		}
-	}
-	for gi, k := range sharedWork {
-		work += int64(nkv) * int64(k) * int64((len(groups[gi])*g+63)/64)
-	}
-	split := 64 * max(2, int((work/int64(max(1, d.itemsPerSM)*max(1, d.sms))+63)/64))
-	nsplit := func(lo, hi int) int { return (hi - lo + split - 1) / split }
-	// slotOf[i]: decode sequence i's first partial slot and its segments' first split index per
-	// range (shared ranges in order, then its own range).
-	type decSlots struct {
-		first, splits int
-		segStart      []int
-	}
-	dslots := make([]decSlots, len(seqs))
-	tblOf := make([]int, len(seqs))
-	rowOf := make([]int, len(seqs))
-	for i, s := range seqs {
-		r0 := len(p.tokens)
-		rowOf[i] = r0
-		end := s.Start + len(s.Tokens)
-		tbl := len(p.tables)
-		tblOf[i] = tbl
-		p.tables = append(p.tables, s.Blocks[:(end+bs-1)/bs]...)
-		for t, tok := range s.Tokens {
-			pos := s.Start + t
-			p.tokens = append(p.tokens, tok)
-			p.positions = append(p.positions, int32(pos))
-			p.slots = append(p.slots, s.Blocks[pos/bs]*int32(bs)+int32(pos%bs))
-			p.send = append(p.send, int32(r0+len(s.Tokens)-1))
-		}
-		if s.Start > 0 {
-			keys := keysOf(s)
-			switch {
-			case len(ranges[i]) > 0 || d.ownMMA && mma && len(s.Tokens) == 1: // a decode token: shared ranges, then its own
-				ds := decSlots{first: p.nslots}
-				covered := 0
-				for _, r := range ranges[i] {
-					ds.segStart = append(ds.segStart, ds.splits)
-					ds.splits += nsplit(r.lo, r.hi)
-					covered = r.hi
-				}
-				ownSplits := nsplit(covered, keys)
-				ds.segStart = append(ds.segStart, ds.splits)
-				ds.splits += ownSplits
-				p.nslots += nkv * ds.splits
-				dslots[i] = ds
-				p.tokInfo[3*r0], p.tokInfo[3*r0+1], p.tokInfo[3*r0+2] = int32(ds.first), int32(ds.splits), 0
-				if ownSplits > 0 && d.ownMMA {
-					for h := range nkv {
-						for k := range ownSplits {
-							lo := covered + k*split
-							slot := ds.first + h*ds.splits + ds.segStart[len(ds.segStart)-1] + k
-							p.mitems = append(p.mitems, int32(g), int32(h), int32(lo), int32(min(keys, lo+split)), int32(tbl),
-								int32(len(p.mrows)), 0, 0)
-							for j := range g {
-								p.mrows = append(p.mrows, int32(r0), int32(h*g+j), int32(slot*C.T2_PAGED_ROWS+j))
-							}
-						}
-					}
-				} else if ownSplits > 0 {
-					p.maxRows = max(p.maxRows, g)
-					for h := range nkv {
-						for k := range ownSplits {
-							lo := covered + k*split
-							p.items = append(p.items, int32(r0), 1, int32(h), int32(lo), int32(min(keys, lo+split)),
-								int32(tbl), int32(ds.first+h*ds.splits+ds.segStart[len(ds.segStart)-1]+k), 0)
-						}
-					}
-				}
-			case mma && len(s.Tokens) > tileTok: // a prefill chunk: 64-row tensor-core items
-				ns := nsplit(0, keys)
-				ntiles := (len(s.Tokens) + tileTok - 1) / tileTok
-				first := p.nslots
-				p.nslots += ntiles * nkv * ns
-				for t := range s.Tokens {
-					ti := t / tileTok
-					r := r0 + t
-					p.tokInfo[3*r], p.tokInfo[3*r+1], p.tokInfo[3*r+2] = int32(first+ti*nkv*ns), int32(ns), int32((t%tileTok)*g)
-				}
-				tokPerItem := 64 / g
-				for t0 := 0; t0 < len(s.Tokens); t0 += tokPerItem {
-					nt := min(tokPerItem, len(s.Tokens)-t0)
-					for h := range nkv {
-						for k := range ns {
-							lo := k * split
-							p.mitems = append(p.mitems, int32(nt*g), int32(h), int32(lo), int32(min(keys, lo+split)), int32(tbl),
-								int32(len(p.mrows)), 0, 0)
-							for t := t0; t < t0+nt; t++ {
-								slot := first + (t/tileTok)*nkv*ns + h*ns + k
-								for j := range g {
-									p.mrows = append(p.mrows, int32(r0+t), int32(h*g+j),
-										int32(slot*C.T2_PAGED_ROWS+(t%tileTok)*g+j))
-								}
-							}
-						}
-					}
-				}
-			default: // CUDA-core tiles of tileTok tokens
-				ns := nsplit(0, keys)
-				for t0 := 0; t0 < len(s.Tokens); t0 += tileTok {
-					nt := min(tileTok, len(s.Tokens)-t0)
-					p.maxRows = max(p.maxRows, nt*g)
-					first := p.nslots
-					for h := range nkv {
-						for k := range ns {
-							lo := k * split
-							p.items = append(p.items, int32(r0+t0), int32(nt), int32(h), int32(lo),
-								int32(min(keys, lo+split)), int32(tbl), int32(p.nslots), 0)
-							p.nslots++
-						}
-					}
-					for t := range nt {
-						r := r0 + t0 + t
-						p.tokInfo[3*r], p.tokInfo[3*r+1], p.tokInfo[3*r+2] = int32(first), int32(ns), int32(t*g)
-					}
-				}
-			}
-		}
-		if s.Sample {
-			p.rowIdx = append(p.rowIdx, int32(r0+len(s.Tokens)-1))
-			p.fparams = append(p.fparams, s.Params.Temperature, s.Params.TopP, s.Params.MinP)
-			p.topk = append(p.topk, s.Params.TopK)
-			p.unif = append(p.unif, s.Uniform)
-		}
-	}
-	p.groups = len(groups)
-	// The shared ranges' items: members in chunks of 64/g, each range split like the rest.
-	for gi, members := range groups {
-		var kr keyRange
-		seg := -1
-		for si, r := range ranges[members[0]] {
-			if r.group == gi {
-				kr, seg = r, si
-			}
-		}
-		tbl := tblOf[members[0]] // the shared blocks are the same in every member's table
-		per := 64 / g
-		for m0 := 0; m0 < len(members); m0 += per {
-			chunk := members[m0:min(len(members), m0+per)]
-			for h := range nkv {
-				for k := range nsplit(kr.lo, kr.hi) {
-					lo := kr.lo + k*split
-					p.mitems = append(p.mitems, int32(len(chunk)*g), int32(h), int32(lo), int32(min(kr.hi, lo+split)), int32(tbl),
-						int32(len(p.mrows)), 0, 0)
-					for _, i := range chunk {
-						ds := dslots[i]
-						// the member's segment index of this range (ranges are in the same order for
-						// all members up to this one)
-						mseg := seg
-						for si, r := range ranges[i] {
-							if r.group == gi {
-								mseg = si
-							}
-						}
-						slot := ds.first + h*ds.splits + ds.segStart[mseg] + k
-						for j := range g {
-							p.mrows = append(p.mrows, int32(rowOf[i]), int32(h*g+j), int32(slot*C.T2_PAGED_ROWS+j))
-						}
-					}
-				}
-			}
-		}
-	}
-	return p
+// plan lays the step out with the decoder's planner (planner.plan), under the decoder's current
+// kernel choices; the plan is reused by the next call.
+func (d *Decoder) plan(seqs []gpu.ServeSeq) *stepPlan {
+	d.planner.planKnobs = knobsFor(d.cfg, d.kv, d.sms, d.itemsPerSM, d.noMMA, d.ownMMA)
+	return d.planner.plan(seqs)
 }
 
 func h2d[T any](dst dptr, src []T) error {
