@@ -106,8 +106,9 @@ type ReloadConfig struct {
 // SyncConfig is the trainer's rank 0 of the weight-sync group (gpu/weightsync).
 type SyncConfig struct {
 	// Backend is "auto" (default: nccl when the trainer's bf16 weights are on one GPU and the
-	// binary has NCCL, else tcp), "nccl", "tcp" (gpu/collective's host-memory hub) or "off"
-	// (auto never forms a group; distributed is refused).
+	// binary has NCCL, tcp for the pure-Go backend, else none: a data-parallel cuda group reloads
+	// from disk), "nccl", "tcp" (gpu/collective's host-memory hub) or "off" (auto never forms a
+	// group; distributed is refused).
 	Backend string `yaml:"backend"`
 	// Listen is where the rendezvous listens (host:port; port 0 picks a free one). Default
 	// "127.0.0.1:0": samplers on this host only; several hosts need a reachable address.
@@ -342,7 +343,7 @@ func run(ctx context.Context, rt *cli.Runtime, cfg *Config) (err error) {
 		if reloader, err = withReloadMode(reloader, cfg.Reload.Mode, be, rt.Log); err != nil {
 			return err
 		}
-		if reloader, err = withWeightSync(reloader, cfg.Reload, be, cfg.CUDA.Device, rt.Log); err != nil {
+		if reloader, err = withWeightSync(reloader, cfg.Reload, be, cfg.Backend == "cpu", cfg.CUDA.Device, rt.Log); err != nil {
 			return err
 		}
 		d.Reloader = reloader

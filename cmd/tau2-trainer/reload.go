@@ -89,9 +89,12 @@ func (c SyncConfig) validate(mode string) error {
 
 // weightSyncSource is rank 0 of the weight-sync group over be's weights, or nil when the
 // configuration or the backend rules it out (auto then reloads those servers another way).
-// backend auto: nccl over the cuda backend's device buffer when this binary has NCCL, else the
-// host hub over the weights be hands back (gpu.WeightExporter).
-func weightSyncSource(c SyncConfig, be gpu.Backend, device int) (llm.WeightSyncSource, error) {
+// backend auto: nccl over the cuda backend's device buffer when this binary has NCCL; the host hub
+// over the weights be hands back (gpu.WeightExporter) for the pure-Go backend (pureGo) only — the
+// hub is a star over gob meant for CPU-sized models, and at GPU sizes its traffic per version
+// (world × the model through one process) would cost more than a checkpoint on local disk, so a
+// data-parallel cuda group stays on disk unless reload.sync.backend=tcp asks for the hub.
+func weightSyncSource(c SyncConfig, be gpu.Backend, pureGo bool, device int) (llm.WeightSyncSource, error) {
 	backend := c.Backend
 	dw, onDevice := be.(weightsync.DeviceWeights)
 	hw, onHost := be.(gpu.WeightExporter)
@@ -99,7 +102,7 @@ func weightSyncSource(c SyncConfig, be gpu.Backend, device int) (llm.WeightSyncS
 		switch {
 		case onDevice && weightsync.HaveNCCL():
 			backend = protocol.WeightSyncNCCL
-		case onHost:
+		case onHost && pureGo:
 			backend = protocol.WeightSyncTCP
 		default:
 			return nil, nil
@@ -124,11 +127,11 @@ func weightSyncSource(c SyncConfig, be gpu.Backend, device int) (llm.WeightSyncS
 }
 
 // withWeightSync applies reload.mode's weight-sync part (distributed, auto) to the reloader.
-func withWeightSync(r llm.Reloader, c ReloadConfig, be gpu.Backend, device int, log *slog.Logger) (llm.Reloader, error) {
+func withWeightSync(r llm.Reloader, c ReloadConfig, be gpu.Backend, pureGo bool, device int, log *slog.Logger) (llm.Reloader, error) {
 	if c.Mode != llm.ReloadDistributed && c.Mode != llm.ReloadAuto {
 		return r, nil
 	}
-	src, err := weightSyncSource(c.Sync, be, device)
+	src, err := weightSyncSource(c.Sync, be, pureGo, device)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}

@@ -67,7 +67,7 @@ func TestWeightSyncWiring(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := withWeightSync(r, c, be, 0, nil)
+		out, err := withWeightSync(r, c, be, true, 0, nil)
 		_, isSync := out.(*llm.SyncReloader)
 		switch tc.want {
 		case "":
@@ -83,5 +83,24 @@ func TestWeightSyncWiring(t *testing.T) {
 				t.Errorf("%s/%s: %v, want a usage error containing %q", tc.mode, tc.backend, err, tc.want)
 			}
 		}
+	}
+}
+
+// TestWeightSyncAutoSkipsTheHubOnGPUs: sync.backend auto does not put a non-pure-Go backend's
+// weights through the host hub (a data-parallel cuda group at GPU sizes reloads from disk), unless
+// tcp is asked for.
+func TestWeightSyncAutoSkipsTheHubOnGPUs(t *testing.T) {
+	be, err := cpu.NewRandom(gpu.TinyConfig(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	c := DefaultConfig().Reload.Sync
+	if src, err := weightSyncSource(c, be, false, 0); src != nil || err != nil {
+		t.Fatalf("auto, not pure Go: %v, %v; want no group", src, err)
+	}
+	c.Backend = "tcp"
+	if src, err := weightSyncSource(c, be, false, 0); src == nil || err != nil {
+		t.Fatalf("tcp asked for: %v, %v", src, err)
 	}
 }
