@@ -556,7 +556,9 @@ func (e *experiment) grpo(ctx context.Context) error {
 			return ctx.Err()
 		case <-time.After(2 * time.Second):
 		}
-		for _, q := range []*proc.Proc{arch, tr, prod} {
+		// A sampler that dies (out of memory on its GPU, say) ends the stage with its log's tail,
+		// not with the producer's retries against it.
+		for _, q := range append([]*proc.Proc{arch, tr, prod}, e.samplers...) {
 			if ok, err := q.Exited(); ok && q != tr {
 				return fmt.Errorf("%s exited (%v); last lines of %s:\n%s", q.Name, err, q.LogPath, q.Tail(20))
 			}
