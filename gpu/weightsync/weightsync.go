@@ -95,7 +95,7 @@ func Listen(backend, listen, advertise, group string, world, device int) (*Host,
 		host = advertise
 	} else if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 		ln.Close()
-		return nil, fmt.Errorf("weightsync: listening on %s, the servers need an address to dial: set the advertised host (reload.sync_address)", ln.Addr())
+		return nil, fmt.Errorf("weightsync: listening on %s, the servers need an address to dial: set the advertised host (reload.sync.address)", ln.Addr())
 	}
 	var p int
 	fmt.Sscan(port, &p)
