@@ -1,6 +1,8 @@
 package cuda
 
 import (
+	"slices"
+
 	"tau2rl/gpu"
 )
 
@@ -47,15 +49,13 @@ type stepPlan struct {
 	fparams       []float32
 	unif          []float64
 
-	ints []int32 // itemInts' buffer
+	ints []int32 // items, mitems and mrows, in that order: their backing array (itemInts)
 }
 
 // itemInts is what the step uploads into ws.items: the CUDA-core items, then the tensor-core
-// items, then their rows (in a buffer the plan keeps).
-func (p *stepPlan) itemInts() []int32 {
-	p.ints = append(append(append(p.ints[:0], p.items...), p.mitems...), p.mrows...)
-	return p.ints
-}
+// items, then their rows;
+// planner.plan writes the three in place in one buffer, so this is no copy.
+func (p *stepPlan) itemInts() []int32 { return p.ints }
 
 // reset empties the plan, keeping its buffers.
 func (p *stepPlan) reset() {
@@ -85,6 +85,9 @@ type planner struct {
 	tblOf   []int              // per sequence: its table's offset in p.tables
 	rowOf   []int              // per sequence: its first row
 	base    []sharedMember     // per member of the shared range being laid out
+	// nItems and nMItems are the int32s of the step's CUDA-core and tensor-core items (layOut).
+	nItems, nMItems int
+	miscounts       int // steps whose layOut was wrong (tests check it stays 0)
 }
 
 // sharedMember is a member of a shared range as its items' rows need it: its partial slot for the
@@ -179,6 +182,7 @@ func (pl *planner) plan(seqs []gpu.ServeSeq) *stepPlan {
 	}
 	split := 64 * max(2, int((work/int64(max(1, pl.itemsPerSM)*max(1, pl.sms))+63)/64))
 	nsplit := func(lo, hi int) int { return (hi - lo + split - 1) / split }
+	pl.layOut(seqs, split, tileTok, mma)
 
 	pl.dslots = resized(pl.dslots, len(seqs))
 	pl.tblOf = resized(pl.tblOf, len(seqs))
@@ -336,5 +340,56 @@ func (pl *planner) plan(seqs []gpu.ServeSeq) *stepPlan {
 			}
 		}
 	}
+	// Each was given a capacity of exactly its count, so the lengths being the counts also says
+	// no append outgrew its part of p.ints. Otherwise (layOut and the loops above disagree: a
+	// bug, which TestPlanMatchesReference fails on) the step still gets the right arrays.
+	if len(p.items) != pl.nItems || len(p.mitems) != pl.nMItems || len(p.mrows) != len(p.ints)-pl.nItems-pl.nMItems {
+		pl.miscounts++
+		p.ints = slices.Concat(p.items, p.mitems, p.mrows)
+	}
 	return p
+}
+
+// layOut sizes the step's items and rows (the counts plan's loops then produce) and points
+// p.items, p.mitems and p.mrows, empty, at consecutive parts of p.ints with exactly that
+// capacity, so plan appends them in place and the step uploads p.ints as it is.
+func (pl *planner) layOut(seqs []gpu.ServeSeq, split, tileTok int, mma bool) {
+	g, nkv := pl.g, pl.nkv
+	nsplit := func(lo, hi int) int { return (hi - lo + split - 1) / split }
+	var items, mitems, mrows int
+	for i, s := range seqs {
+		if s.Start == 0 {
+			continue
+		}
+		keys, rs, nt := pl.keys[i], pl.ranges[i], len(s.Tokens)
+		switch {
+		case len(rs) > 0 || pl.ownMMA && mma && nt == 1:
+			covered := 0
+			if len(rs) > 0 {
+				covered = rs[len(rs)-1].hi
+			}
+			if own := nsplit(covered, keys); pl.ownMMA {
+				mitems += nkv * own
+				mrows += nkv * own * g
+			} else {
+				items += nkv * own
+			}
+		case mma && nt > tileTok:
+			ns := nsplit(0, keys)
+			mitems += (nt + 64/g - 1) / (64 / g) * nkv * ns
+			mrows += nt * g * nkv * ns
+		default:
+			items += (nt + tileTok - 1) / tileTok * nkv * nsplit(0, keys)
+		}
+	}
+	for _, gr := range pl.groups {
+		ns, m := nsplit(gr.lo, gr.hi), gr.m1-gr.m0
+		mitems += (m + 64/g - 1) / (64 / g) * nkv * ns
+		mrows += m * g * nkv * ns
+	}
+	p := &pl.p
+	a, b := 8*items, 8*items+8*mitems
+	pl.nItems, pl.nMItems = a, 8*mitems
+	p.ints = resized(p.ints, b+3*mrows)
+	p.items, p.mitems, p.mrows = p.ints[:0:a], p.ints[a:a:b], p.ints[b:b:len(p.ints)]
 }

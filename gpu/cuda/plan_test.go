@@ -181,6 +181,9 @@ func TestPlanMatchesReference(t *testing.T) {
 			if d := planDiff(pl.plan(seqs), want); d != "" {
 				t.Errorf("pass %d, %s: %s", pass, c.name, d)
 			}
+			if pl.miscounts != 0 {
+				t.Fatalf("pass %d, %s: layOut sized the items wrong", pass, c.name)
+			}
 		}
 	}
 	// The cascade must have been exercised: the τ² step groups by system prompt, then by task.
