@@ -17,11 +17,11 @@ import (
 // CUDA_VISIBLE_DEVICES, so inside it they are ordinals 0 … n−1 (the trainer's parallel.devices
 // are those ordinals, not the host's).
 //
-// Weights reach the samplers by the trainer's reload.mode (default auto): CUDA IPC for a sampler
-// that reports the trainer's GPU, a checkpoint on disk for every other one. So on several GPUs
-// every sampler reloads from disk after each step until the trainer's NCCL weight-sync group
-// (reload.mode=distributed) lands; the experiment passes no mode of its own, so trainer_args
-// picks it then.
+// Weights reach the samplers by the trainer's reload.mode, which the experiment leaves at its
+// default (auto): CUDA IPC for a sampler that reports the trainer's GPU, the weight-sync group
+// (reload.mode=distributed) for samplers on other GPUs where the trainer can form one, a
+// checkpoint on disk for every other one (docs/MULTIGPU.md). trainer_args=[reload.mode=…] picks
+// another path without any change here.
 
 // sharedKVFraction is the KV-cache share (of the memory the weights leave) of the samplers on a
 // GPU that the trainer shares, split evenly between them: 0.3 leaves the trainer room for the
