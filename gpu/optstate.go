@@ -45,8 +45,9 @@ func optimizerStateMetadata(step int) map[string]string {
 // WriteOptimizerState writes the optimizer-state file of a cfg model after step AdamW steps to
 // path, asking tensor for each tensor in file order (one at a time, so a backend can copy it from
 // the device and host memory stays one tensor; the writer is done with one tensor's values before
-// it asks for the next, so tensor may return the same buffer every time). The bytes go to a temporary file next to path,
-// which is fsynced, renamed to path, and the directory fsynced: path never holds a partial file.
+// it asks for the next, so tensor may return the same buffer every time). The bytes go to a
+// temporary file next to path, which is fsynced, renamed to path, and the directory fsynced: path
+// never holds a partial file.
 func WriteOptimizerState(path string, cfg Config, step int, tensor func(p ParamSpec, suffix string) ([]float32, error)) error {
 	if step < 0 {
 		return fmt.Errorf("gpu: write optimizer state: negative step %d", step)
