@@ -268,3 +268,60 @@ func planCPUNow() time.Duration {
 func reportPlanCPU(b *testing.B, since time.Duration) {
 	b.ReportMetric(float64(planCPUNow()-since)/1e3/float64(b.N), "cpu-µs/op")
 }
+
+// FuzzPlanMatchesReference compares the planner with the old function (planRef) on random steps
+// drawn from a seed: block tables over a small pool, so blocks are shared by chance, at different
+// depths and not only as prefixes (nothing the engine does, all of which the old code handled);
+// contexts seen partly to a block; decode tokens, chunks and fresh prompts; GQA groups, block
+// sizes, splits and kernel choices of every kind. One planner takes all the steps of a run, so a
+// step inherits the buffers of a different one.
+func FuzzPlanMatchesReference(f *testing.F) {
+	for seed := range uint64(40) {
+		f.Add(seed)
+	}
+	var pl planner
+	f.Fuzz(func(t *testing.T, seed uint64) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		gs := []int{1, 2, 3, 4, 8, 16}
+		kn := planKnobs{g: gs[rng.IntN(len(gs))], nkv: 1 + rng.IntN(4), blockSize: 1 << rng.IntN(5),
+			sms: 1 + rng.IntN(140), itemsPerSM: rng.IntN(17), noMMA: rng.IntN(5) == 0, ownMMA: rng.IntN(4) != 0}
+		pool := 2 + rng.IntN(40)
+		shared := make([]int32, 2+rng.IntN(30)) // a common prefix many tables start with
+		for i := range shared {
+			shared[i] = int32(rng.IntN(pool))
+		}
+		seqs := make([]gpu.ServeSeq, 1+rng.IntN(40))
+		for i := range seqs {
+			s := &seqs[i]
+			switch rng.IntN(4) {
+			case 0: // a chunk
+				s.Tokens = make([]int32, 2+rng.IntN(80))
+			case 1: // a fresh prompt or a decode token without context
+				s.Tokens = make([]int32, 1+rng.IntN(20))
+			default:
+				s.Tokens = make([]int32, 1)
+			}
+			bs := kn.blockSize
+			if rng.IntN(6) > 0 {
+				s.Start = rng.IntN(len(shared)*bs + 3*bs)
+			}
+			need := (s.Start + len(s.Tokens) + bs - 1) / bs
+			if rng.IntN(3) > 0 {
+				s.Blocks = append(s.Blocks, shared[:min(need, rng.IntN(len(shared)+1))]...)
+			}
+			for len(s.Blocks) < need+rng.IntN(3) {
+				s.Blocks = append(s.Blocks, int32(rng.IntN(pool)))
+			}
+			s.Sample = rng.IntN(3) > 0
+			s.Params, s.Uniform = gpu.SampleParams{Temperature: rng.Float32(), TopK: int32(rng.IntN(5))}, rng.Float64()
+		}
+		want := planRef(kn, seqs)
+		pl.planKnobs = kn
+		if d := planDiff(pl.plan(seqs), want); d != "" {
+			t.Fatalf("knobs %+v, %d sequences: %s", kn, len(seqs), d)
+		}
+		if pl.miscounts != 0 {
+			t.Fatalf("knobs %+v: layOut sized the items wrong", kn)
+		}
+	})
+}
