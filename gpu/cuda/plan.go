@@ -53,8 +53,7 @@ type stepPlan struct {
 }
 
 // itemInts is what the step uploads into ws.items: the CUDA-core items, then the tensor-core
-// items, then their rows;
-// planner.plan writes the three in place in one buffer, so this is no copy.
+// items, then their rows. planner.plan writes the three in place in this one buffer (no copy).
 func (p *stepPlan) itemInts() []int32 { return p.ints }
 
 // reset empties the plan, keeping its buffers.
@@ -80,7 +79,7 @@ type planner struct {
 	members []int              // the groups' members, groups[g].m0:m1
 	mrange  []int32            // parallel to members: the member's index of the group's range in ranges[i]
 	level   []cascadeLevelItem // cascade's per-level stack of distinct blocks
-	slotOf  []int32            // by physical block id: 1 + its index in level, 0 when not at this level
+	slotOf  []int32            // by physical block id: 1 + its index in level, 0 when not at this level (4 bytes a pool block at most)
 	dslots  []decSlots         // per sequence: its partial slots (decode tokens)
 	tblOf   []int              // per sequence: its table's offset in p.tables
 	rowOf   []int              // per sequence: its first row
