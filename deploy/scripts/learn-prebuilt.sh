@@ -12,7 +12,7 @@
 set -uo pipefail
 self=$(realpath "$0")
 cd "$(dirname "$0")/../.."
-T=/tmp/t2
+T=${T2_DIR:-/tmp/t2} # where the binaries, data and runs go (T2_DIR: the tests')
 mode=${1:-start}; shift || true
 export NCCL_NVLS_ENABLE=0
 cudalib=${CUDA_HOME:-/usr/local/cuda}/lib64
@@ -32,7 +32,8 @@ if [[ $mode == run-seq ]]; then # start-seq's detached queue: one experiment per
     mkdir -p $T/runs/$name
     echo "$(date -u +%FT%TZ) start $name: ${args[*]}" >>$T/seq.log
     $T/bin/tau2-run experiment bin=$T/bin dir=$T/runs/$name "${args[@]}" >$T/runs/$name/exp.log 2>&1 </dev/null
-    echo "$(date -u +%FT%TZ) end $name: exit $?" >>$T/seq.log
+    rc=$? # before the date below replaces $?
+    echo "$(date -u +%FT%TZ) end $name: exit $rc" >>$T/seq.log
   done <"$1"
   exit 0
 fi
