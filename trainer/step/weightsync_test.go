@@ -11,8 +11,10 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"tau2rl/gpu"
 	"tau2rl/gpu/cpu"
@@ -51,8 +53,9 @@ type syncSampler struct {
 	srv *httptest.Server
 	dec *recDecoder
 
-	mu    sync.Mutex
-	calls map[string]int // requests by path
+	mu        sync.Mutex
+	calls     map[string]int // requests by path
+	stallJoin bool           // /init_weights_update_group never answers (a join that hangs)
 }
 
 func (s *syncSampler) requests(path string) int { s.mu.Lock(); defer s.mu.Unlock(); return s.calls[path] }
@@ -78,7 +81,13 @@ func newSyncSampler(t *testing.T, cfg gpu.Config, seed uint64) *syncSampler {
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.calls[r.URL.Path]++
+		stall := s.stallJoin && r.URL.Path == "/init_weights_update_group"
 		s.mu.Unlock()
+		if stall {
+			io.Copy(io.Discard, r.Body) // so that the server notices the client going away
+			<-r.Context().Done()
+			return
+		}
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(func() { s.srv.Close(); eng.Close(); <-eng.Done() })
@@ -387,4 +396,26 @@ func (a *afterVersion) LoadWeights(ctx context.Context, path string, version int
 		a.do()
 	}
 	return err
+}
+
+// TestWeightSyncJoinTimesOut: a server whose join never completes (its answer never comes) makes
+// the reload fail after reload.sync.join_timeout with an error that says so, instead of blocking
+// the trainer; the other server keeps its weights and version.
+func TestWeightSyncJoinTimesOut(t *testing.T) {
+	be := newBackend(t)
+	ok, stuck := newSyncSampler(t, be.Config(), 21), newSyncSampler(t, be.Config(), 22)
+	stuck.stallJoin = true
+	r := syncReloader(t, llm.ReloadDistributed, be, ok.srv.URL, stuck.srv.URL).(*llm.SyncReloader)
+	r.JoinTimeout = 300 * time.Millisecond
+	t0 := time.Now()
+	err := r.LoadWeights(context.Background(), "", 1)
+	if err == nil || !strings.Contains(err.Error(), "did not form within 300ms") {
+		t.Fatalf("reload with a stuck join: %v", err)
+	}
+	if d := time.Since(t0); d > 10*time.Second {
+		t.Fatalf("the reload took %s", d)
+	}
+	if _, v, err := greedyAt(ok.srv.URL); err != nil || v != "0" {
+		t.Fatalf("the other server serves version %q (%v), want its own 0", v, err)
+	}
 }
