@@ -58,7 +58,11 @@ type syncSampler struct {
 	stallJoin bool           // /init_weights_update_group never answers (a join that hangs)
 }
 
-func (s *syncSampler) requests(path string) int { s.mu.Lock(); defer s.mu.Unlock(); return s.calls[path] }
+func (s *syncSampler) requests(path string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[path]
+}
 
 func newSyncSampler(t *testing.T, cfg gpu.Config, seed uint64) *syncSampler {
 	t.Helper()
