@@ -5,11 +5,10 @@ package gpu_test
 import (
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
-	"time"
 
 	"tau2rl/gpu"
+	"tau2rl/lib/cputime"
 )
 
 // The checkpoint I/O benchmarks (docs/PERFORMANCE.md, "Checkpoint I/O"): a bf16 save, the load
@@ -49,13 +48,13 @@ func BenchmarkCheckpointSaveBF16(b *testing.B) {
 	dir := b.TempDir()
 	b.SetBytes(2 * w.Config.NumParams())
 	b.ResetTimer()
-	c0 := cpuNow()
+	c0 := cputime.Now()
 	for range b.N {
 		if err := w.Save(dir, gpu.BF16); err != nil {
 			b.Fatal(err)
 		}
 	}
-	reportCPU(b, c0)
+	cputime.Report(b, c0, cputime.Milliseconds)
 }
 
 // BenchmarkCheckpointLoadBF16 is gpu.LoadWeights of a bf16 checkpoint (page cache warm): read,
@@ -69,13 +68,13 @@ func BenchmarkCheckpointLoadBF16(b *testing.B) {
 	w = nil
 	b.SetBytes(2 * ckptBenchConfig(b).NumParams())
 	b.ResetTimer()
-	c0 := cpuNow()
+	c0 := cputime.Now()
 	for range b.N {
 		if _, err := gpu.LoadWeights(filepath.Clean(dir)); err != nil {
 			b.Fatal(err)
 		}
 	}
-	reportCPU(b, c0)
+	cputime.Report(b, c0, cputime.Milliseconds)
 }
 
 // BenchmarkWeightsCheck is the finiteness check every load and every backend constructor runs.
@@ -84,27 +83,11 @@ func BenchmarkWeightsCheck(b *testing.B) {
 	w := ckptBenchWeights(b)
 	b.SetBytes(4 * w.Config.NumParams())
 	b.ResetTimer()
-	c0 := cpuNow()
+	c0 := cputime.Now()
 	for range b.N {
 		if err := w.Check(); err != nil {
 			b.Fatal(err)
 		}
 	}
-	reportCPU(b, c0)
-}
-
-// cpuNow is the process's user + system CPU time. The benchmarks report it per operation
-// (cpu-ms/op) beside the wall time: on a shared machine wall-clock figures swing with the other
-// load, CPU time much less (it does not show the gain from using more cores, which wall time on an
-// idle machine does).
-func cpuNow() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func reportCPU(b *testing.B, since time.Duration) {
-	b.ReportMetric(float64(cpuNow()-since)/1e6/float64(b.N), "cpu-ms/op")
+	cputime.Report(b, c0, cputime.Milliseconds)
 }

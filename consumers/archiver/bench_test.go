@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync/atomic"
-	"syscall"
 	"testing"
 
 	"time"
@@ -13,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"tau2rl/consumers/archiver"
+	"tau2rl/lib/cputime"
 	tkafka "tau2rl/lib/stream/kafka"
 	"tau2rl/producers/synthetic"
 	"tau2rl/schemas"
@@ -38,14 +38,6 @@ func BenchmarkEndToEnd(b *testing.B) {
 	b.Run("streaming-zipf", func(b *testing.B) { benchEndToEnd(b, false, schemas.TokensZipf) })
 	b.Run("archive-only", func(b *testing.B) { benchEndToEnd(b, true, schemas.TokensUniform) })
 	b.Run("archive-only-zipf", func(b *testing.B) { benchEndToEnd(b, true, schemas.TokensZipf) })
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func benchEndToEnd(b *testing.B, prepublish bool, tokens string) {
@@ -106,7 +98,7 @@ func benchEndToEnd(b *testing.B, prepublish bool, tokens string) {
 	defer close(stopSample)
 
 	b.ResetTimer()
-	cpu0 := cpuTime()
+	cpu0 := cputime.Now()
 	start := time.Now()
 	am, _ := archiver.NewMetrics(nil)
 	a, err := archiver.OpenKafka(ctx, cfg, e.kc, archiver.Deps{Metrics: am, Log: testLog}, nil)
@@ -126,7 +118,7 @@ func benchEndToEnd(b *testing.B, prepublish bool, tokens string) {
 	}
 	waitCommitted(b, ctx, e, cfg.Group)
 	elapsed := time.Since(start)
-	cpu := cpuTime() - cpu0
+	cpu := cputime.Now() - cpu0
 	b.StopTimer()
 	stop()
 	if err := <-done; err != nil {

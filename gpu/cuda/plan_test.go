@@ -4,11 +4,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"syscall"
 	"testing"
-	"time"
 
 	"tau2rl/gpu"
+	"tau2rl/lib/cputime"
 )
 
 // tau2Load is the τ² serving load's step as the sampler's engine hands it to the Decoder
@@ -229,44 +228,28 @@ func BenchmarkPlanTau2(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/ips=%d/before", c.name, ips), func(b *testing.B) {
 				b.ReportAllocs()
 				var p stepPlan
-				c0 := planCPUNow()
+				c0 := cputime.Now()
 				for b.Loop() {
 					p = planRef(knobs, seqs)
 					_ = slices.Concat(p.items, p.mitems, p.mrows)
 				}
-				reportPlanCPU(b, c0)
+				cputime.Report(b, c0, cputime.Microseconds)
 				b.ReportMetric(float64((len(p.items)+len(p.mitems))/8), "items")
 			})
 			b.Run(fmt.Sprintf("%s/ips=%d/after", c.name, ips), func(b *testing.B) {
 				b.ReportAllocs()
 				pl := planner{planKnobs: knobs}
 				p := pl.plan(seqs) // the buffers grow to the batch once, as in a Decoder's first step
-				c0 := planCPUNow()
+				c0 := cputime.Now()
 				for b.Loop() {
 					p = pl.plan(seqs)
 					p.itemInts()
 				}
-				reportPlanCPU(b, c0)
+				cputime.Report(b, c0, cputime.Microseconds)
 				b.ReportMetric(float64((len(p.items)+len(p.mitems))/8), "items")
 			})
 		}
 	}
-}
-
-// planCPUNow is the process's user + system CPU time. BenchmarkPlanTau2 reports it per step
-// (cpu-µs/op) beside the wall time: on a shared 2-core machine the wall-clock figures swing with
-// the other load, CPU time much less (the planner is single-threaded; the "before" rows' GC work
-// on other threads is counted, as it is a cost of the old planner).
-func planCPUNow() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func reportPlanCPU(b *testing.B, since time.Duration) {
-	b.ReportMetric(float64(planCPUNow()-since)/1e3/float64(b.N), "cpu-µs/op")
 }
 
 // FuzzPlanMatchesReference compares the planner with the old function (planRef) on random steps

@@ -4,9 +4,9 @@ package safetensors
 
 import (
 	"math/rand/v2"
-	"syscall"
 	"testing"
-	"time"
+
+	"tau2rl/lib/cputime"
 )
 
 // Conversion throughput of the bulk converters (docs/PERFORMANCE.md, "Checkpoint I/O"), on 16 M
@@ -28,11 +28,11 @@ func BenchmarkEncodeBF16(b *testing.B) {
 	dst := make([]byte, 2*len(src))
 	b.SetBytes(4 * int64(len(src)))
 	b.ResetTimer()
-	c0 := cpuNow()
+	c0 := cputime.Now()
 	for range b.N {
 		encodeInto(BF16, dst, src)
 	}
-	reportCPU(b, c0)
+	cputime.Report(b, c0, cputime.Milliseconds)
 }
 
 func BenchmarkDecodeBF16(b *testing.B) {
@@ -40,13 +40,13 @@ func BenchmarkDecodeBF16(b *testing.B) {
 	enc, _ := Encode(BF16, src)
 	b.SetBytes(4 * int64(len(src)))
 	b.ResetTimer()
-	c0 := cpuNow()
+	c0 := cputime.Now()
 	for range b.N {
 		if err := Decode(BF16, enc, src); err != nil {
 			b.Fatal(err)
 		}
 	}
-	reportCPU(b, c0)
+	cputime.Report(b, c0, cputime.Milliseconds)
 }
 
 // BenchmarkEncodeBF16Scalar is the per-element encoding/binary loop the bulk converters replaced,
@@ -56,28 +56,12 @@ func BenchmarkEncodeBF16Scalar(b *testing.B) {
 	dst := make([]byte, 2*len(src))
 	b.SetBytes(4 * int64(len(src)))
 	b.ResetTimer()
-	c0 := cpuNow()
+	c0 := cputime.Now()
 	for range b.N {
 		for i, f := range src {
 			dst[2*i] = byte(BF16FromFloat32(f))
 			dst[2*i+1] = byte(BF16FromFloat32(f) >> 8)
 		}
 	}
-	reportCPU(b, c0)
-}
-
-// cpuNow is the process's user + system CPU time. The benchmarks report it per operation
-// (cpu-ms/op) beside the wall time: on a shared machine wall-clock figures swing with the other
-// load, CPU time much less (it does not show the gain from using more cores, which wall time on an
-// idle machine does).
-func cpuNow() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func reportCPU(b *testing.B, since time.Duration) {
-	b.ReportMetric(float64(cpuNow()-since)/1e6/float64(b.N), "cpu-ms/op")
+	cputime.Report(b, c0, cputime.Milliseconds)
 }

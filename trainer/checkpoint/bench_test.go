@@ -5,11 +5,10 @@ package checkpoint
 import (
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
-	"time"
 
 	"tau2rl/gpu"
+	"tau2rl/lib/cputime"
 )
 
 // Checkpoint benchmarks (docs/PERFORMANCE.md, "Checkpoint I/O"): a whole Manager.Save of a bf16
@@ -55,13 +54,13 @@ func BenchmarkSaveWithOptimizer(b *testing.B) {
 	m := &Manager{Dir: b.TempDir(), Keep: 1}
 	b.SetBytes(14 * w.Config.NumParams())
 	b.ResetTimer()
-	c0 := cpuNow()
+	c0 := cputime.Now()
 	for i := range b.N {
 		if _, err := m.Save(State{Version: int64(i + 1), Optimizer: OptimizerSaved}, benchWrite(w)); err != nil {
 			b.Fatal(err)
 		}
 	}
-	reportCPU(b, c0)
+	cputime.Report(b, c0, cputime.Milliseconds)
 }
 
 // BenchmarkVerify is one Verify of a checkpoint with optimizer state: headers and sizes only,
@@ -77,27 +76,11 @@ func BenchmarkVerify(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
-	c0 := cpuNow()
+	c0 := cputime.Now()
 	for range b.N {
 		if _, err := Verify(dir); err != nil {
 			b.Fatal(err)
 		}
 	}
-	reportCPU(b, c0)
-}
-
-// cpuNow is the process's user + system CPU time. The benchmarks report it per operation
-// (cpu-ms/op) beside the wall time: on a shared machine wall-clock figures swing with the other
-// load, CPU time much less (it does not show the gain from using more cores, which wall time on an
-// idle machine does).
-func cpuNow() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func reportCPU(b *testing.B, since time.Duration) {
-	b.ReportMetric(float64(cpuNow()-since)/1e6/float64(b.N), "cpu-ms/op")
+	cputime.Report(b, c0, cputime.Milliseconds)
 }
