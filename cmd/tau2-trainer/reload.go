@@ -94,13 +94,19 @@ func (c SyncConfig) validate(mode string) error {
 // hub is a star over gob meant for CPU-sized models, and at GPU sizes its traffic per version
 // (world × the model through one process) would cost more than a checkpoint on local disk, so a
 // data-parallel cuda group stays on disk unless reload.sync.backend=tcp asks for the hub.
-func weightSyncSource(c SyncConfig, be gpu.Backend, pureGo bool, device int) (llm.WeightSyncSource, error) {
+//
+// nccl says whether backend auto may pick NCCL: only when reload.mode=distributed asks for the
+// group. Under reload.mode=auto — every trainer's default — the NCCL group is not chosen by
+// itself: it has not yet run on GPUs (no machine of several GPUs was lent when it was written;
+// docs/OPERATIONS.md), so a one-host layout's samplers on other GPUs reload from disk until a
+// user opts in with reload.mode=distributed or reload.sync.backend=nccl.
+func weightSyncSource(c SyncConfig, be gpu.Backend, pureGo bool, device int, nccl bool) (llm.WeightSyncSource, error) {
 	backend := c.Backend
 	dw, onDevice := be.(weightsync.DeviceWeights)
 	hw, onHost := be.(gpu.WeightExporter)
 	if backend == "auto" {
 		switch {
-		case onDevice && weightsync.HaveNCCL():
+		case onDevice && weightsync.HaveNCCL() && nccl:
 			backend = protocol.WeightSyncNCCL
 		case onHost && pureGo:
 			backend = protocol.WeightSyncTCP
@@ -131,7 +137,7 @@ func withWeightSync(r llm.Reloader, c ReloadConfig, be gpu.Backend, pureGo bool,
 	if c.Mode != llm.ReloadDistributed && c.Mode != llm.ReloadAuto {
 		return r, nil
 	}
-	src, err := weightSyncSource(c.Sync, be, pureGo, device)
+	src, err := weightSyncSource(c.Sync, be, pureGo, device, c.Mode == llm.ReloadDistributed)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}

@@ -96,11 +96,11 @@ func TestWeightSyncAutoSkipsTheHubOnGPUs(t *testing.T) {
 	}
 	defer be.Close()
 	c := DefaultConfig().Reload.Sync
-	if src, err := weightSyncSource(c, be, false, 0); src != nil || err != nil {
+	if src, err := weightSyncSource(c, be, false, 0, false); src != nil || err != nil {
 		t.Fatalf("auto, not pure Go: %v, %v; want no group", src, err)
 	}
 	c.Backend = "tcp"
-	if src, err := weightSyncSource(c, be, false, 0); src == nil || err != nil {
+	if src, err := weightSyncSource(c, be, false, 0, false); src == nil || err != nil {
 		t.Fatalf("tcp asked for: %v, %v", src, err)
 	}
 }

@@ -18,10 +18,10 @@ import (
 // are those ordinals, not the host's).
 //
 // Weights reach the samplers by the trainer's reload.mode, which the experiment leaves at its
-// default (auto): CUDA IPC for a sampler that reports the trainer's GPU, the weight-sync group
-// (reload.mode=distributed) for samplers on other GPUs where the trainer can form one, a
-// checkpoint on disk for every other one (docs/MULTIGPU.md). trainer_args=[reload.mode=…] picks
-// another path without any change here.
+// default (auto): CUDA IPC for a sampler that reports the trainer's GPU, a checkpoint on disk for
+// the others; trainer_args=[reload.mode=distributed] puts samplers on other GPUs on the NCCL
+// weight-sync group, which auto does not choose by itself until it has run on GPUs
+// (docs/MULTIGPU.md). Any reload.mode works without a change here.
 
 // sharedKVFraction is the KV-cache share (of the memory the weights leave) of the samplers on a
 // GPU that the trainer shares, split evenly between them: 0.3 leaves the trainer room for the
