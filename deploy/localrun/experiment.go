@@ -43,9 +43,8 @@ func DefaultExperimentConfig() ExperimentConfig {
 		// what the weights leave, not its standalone default (layoutFor, sharedKVFraction).
 		GPUs: 1, Samplers: 1,
 		SFTEpochs: 8, SFTLR: 6e-4, SFTBatchTokens: 131072, SFTMinReward: ptr(1.0),
-		GRPOSteps: 50, GroupSize: 8, BatchSize: 8, GRPOLR: 1e-5, MaxNewToken: 512,
-		TrainerArgs: []string{"actor.optimizer.warmup_steps=5"},
-		EvalTrials:  8, EvalTemperature: 1, Concurrency: 96, Timeout: 30 * time.Minute,
+		GRPOSteps: 50, GroupSize: 8, BatchSize: 8, GRPOLR: 1e-5, GRPOWarmup: 5, MaxNewToken: 512,
+		EvalTrials: 8, EvalTemperature: 1, Concurrency: 96, Timeout: 30 * time.Minute,
 		Seed: 1, GRPOTemperature: 1, Offpolicyness: 2,
 	}
 }
@@ -618,7 +617,7 @@ func (e *experiment) trainerArgs(ckpt string) []string {
 		fmt.Sprintf("admission.sampling.max_tokens=%d", e.cfg.MaxNewToken),
 		fmt.Sprintf("admission.sampling.temperature=%g", e.cfg.GRPOTemperature), fmt.Sprintf("admission.seed=%d", e.cfg.Seed),
 		fmt.Sprintf("max_head_offpolicyness=%d", e.cfg.Offpolicyness), "actor.eps_clip=0.4", "actor.behav_imp_weight_cap=5", "actor.recompute_logprob=true",
-		fmt.Sprintf("actor.optimizer.lr=%g", e.cfg.GRPOLR),
+		fmt.Sprintf("actor.optimizer.lr=%g", e.cfg.GRPOLR), fmt.Sprintf("actor.optimizer.warmup_steps=%d", e.cfg.GRPOWarmup),
 		"reload.backend=sglang", "reload.endpoints=" + endpoints(e.policyAddrs)}
 	return append(append(targs, e.layout.TrainerArgs...), e.cfg.TrainerArgs...)
 }

@@ -27,6 +27,7 @@ func TestExperimentConfigValidate(t *testing.T) {
 		{"rejection-sampled SFT", func(c *ExperimentConfig) { c.SFTMinReward = &one }, ""},
 		{"negative offpolicyness", func(c *ExperimentConfig) { c.Offpolicyness = -1 }, "offpolicyness"},
 		{"negative eval_trials", func(c *ExperimentConfig) { c.EvalTrials = -1 }, "eval_trials"},
+		{"negative warm-up", func(c *ExperimentConfig) { c.GRPOWarmup = -1 }, "grpo_warmup_steps"},
 		{"greedy rollouts", func(c *ExperimentConfig) { c.GRPOTemperature = 0 }, "grpo_temperature"},
 		{"NaN temperature", func(c *ExperimentConfig) { c.GRPOTemperature = nan }, "grpo_temperature"},
 		{"NaN min reward", func(c *ExperimentConfig) { c.SFTMinReward = &nan }, "sft_min_reward"},

@@ -77,6 +77,9 @@ type ExperimentConfig struct {
 	// SFTMinReward, when set, trains SFT on the demonstrations with at least this reward only
 	// (1: rejection-sampled SFT from the successful ones); unset, on every demonstration.
 	SFTMinReward *float64 `yaml:"sft_min_reward"`
+	// GRPOWarmup is the GRPO learning rate's linear warm-up in steps
+	// (actor.optimizer.warmup_steps; 0: none).
+	GRPOWarmup int `yaml:"grpo_warmup_steps"`
 	// GRPOTemperature is the rollouts' sampling temperature (admission.sampling.temperature).
 	GRPOTemperature float64 `yaml:"grpo_temperature"`
 	// Offpolicyness is max_head_offpolicyness for the trainer and the producers: 0 is the
@@ -94,7 +97,7 @@ type ExperimentConfig struct {
 	HeldOutTaskIDs []string `yaml:"heldout_task_ids"`
 	// SFTArgs and TrainerArgs are extra key=value settings of tau2-trainer sft and of the GRPO
 	// tau2-trainer, after the experiment's: sft_args=[optimizer.lr_schedule=cosine],
-	// trainer_args=[actor.optimizer.warmup_steps=5, reload.mode=ipc].
+	// trainer_args=[actor.optimizer.lr_schedule=cosine, reload.mode=ipc].
 	SFTArgs     []string `yaml:"sft_args"`
 	TrainerArgs []string `yaml:"trainer_args"`
 
@@ -122,8 +125,8 @@ func (c *ExperimentConfig) Validate() error {
 	case c.GRPOTime < 0:
 		return fmt.Errorf("grpo_time %s: want ≥ 0 (0 = until grpo_steps)", c.GRPOTime)
 	case c.Tasks < 0 || c.DemoTrials < 1 || c.SFTEpochs < 1 || c.GRPOSteps < 1 || c.GroupSize < 1 || c.BatchSize < 1 ||
-		c.EvalTrials < 0 || c.Concurrency < 1 || c.SFTBatchTokens < 1 || c.SFTMaxSteps < 0 || c.MaxNewToken < 1 || c.Offpolicyness < 0:
-		return errors.New("tasks, sft_max_steps, eval_trials (0: no evaluations), offpolicyness ≥ 0; demo_trials, sft_epochs, sft_batch_tokens, grpo_steps, group_size, batch_size, concurrency, max_new_tokens ≥ 1")
+		c.EvalTrials < 0 || c.GRPOWarmup < 0 || c.Concurrency < 1 || c.SFTBatchTokens < 1 || c.SFTMaxSteps < 0 || c.MaxNewToken < 1 || c.Offpolicyness < 0:
+		return errors.New("tasks, sft_max_steps, eval_trials (0: no evaluations), offpolicyness, grpo_warmup_steps ≥ 0; demo_trials, sft_epochs, sft_batch_tokens, grpo_steps, group_size, batch_size, concurrency, max_new_tokens ≥ 1")
 	case !(c.GRPOTemperature > 0 && c.GRPOTemperature <= 10):
 		return fmt.Errorf("grpo_temperature %v: want (0, 10] (GRPO needs sampled, not greedy, rollouts)", c.GRPOTemperature)
 	case c.SFTMinReward != nil && math.IsNaN(*c.SFTMinReward):
