@@ -18,7 +18,7 @@ func TestLearnPrebuiltRunSeq(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A stand-in tau2-run: records its start and end, fails for the run named "fails".
-	stub := `#!/bin/bash
+	standIn := `#!/bin/bash
 order=` + filepath.Join(T, "order") + `
 name=$(basename "${3#dir=}")
 echo "start $name $*" >>$order
@@ -27,7 +27,7 @@ touch $order.busy; sleep 0.2; rm -f $order.busy
 echo "end $name" >>$order
 [[ $name != fails ]]
 `
-	if err := os.WriteFile(filepath.Join(T, "bin", "tau2-run"), []byte(stub), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(T, "bin", "tau2-run"), []byte(standIn), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	list := filepath.Join(T, "list.runs")
