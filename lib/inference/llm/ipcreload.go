@@ -66,22 +66,7 @@ func (r *IPCReloader) LoadWeights(ctx context.Context, _ string, version int64) 
 	}
 	req.WeightVersion, req.FlushCache = ptr(VersionString(version)), ptr(true)
 	body, _ := json.Marshal(req) // always encodes
-	var res protocol.UpdateWeightsResponse
-	if _, err := r.ep.DoCheck(ctx, op, http.MethodPost, "/update_weights_from_ipc", body, func(data []byte) error {
-		if err := json.Unmarshal(data, &res); err != nil {
-			return fmt.Errorf("decode response: %w", err)
-		}
-		if res.Success == nil {
-			return fmt.Errorf("response has no success field")
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	if !*res.Success {
-		return &Error{Endpoint: r.ep.name, Op: op, Kind: ErrRejected, Err: fmt.Errorf("server: %s", res.Message)}
-	}
-	return nil
+	return postUpdate(ctx, r.ep, op, "/update_weights_from_ipc", body)
 }
 
 // ModeReloader reloads one server by the path reload.mode picks (ReloadDisk, ReloadIPC,
@@ -181,13 +166,9 @@ func (r *ModeReloader) choose(ctx context.Context) string {
 	if err != nil {
 		return disk("the trainer's backend cannot export its weights by CUDA IPC", "err", err)
 	}
-	data, err := r.ep.Do(ctx, "model_info", http.MethodGet, "/model_info", nil)
+	info, why, err := modelInfo(ctx, r.ep)
 	if err != nil {
-		return disk("GET /model_info failed", "err", err)
-	}
-	var info protocol.ModelInfo
-	if err := json.Unmarshal(data, &info); err != nil {
-		return disk("GET /model_info is not SGLang's model info", "err", err)
+		return disk(why, "err", err)
 	}
 	switch info.GPUUUID {
 	case "":

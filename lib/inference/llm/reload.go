@@ -59,8 +59,15 @@ func (r *SGLangReloader) LoadWeights(ctx context.Context, path string, version i
 		req.LoadFormat = &r.opts.LoadFormat
 	}
 	body, _ := json.Marshal(req) // always encodes
+	return postUpdate(ctx, r.ep, op, "/update_weights_from_disk", body)
+}
+
+// postUpdate sends body to one of SGLang's weight endpoints (from disk, tau2rl's from IPC, the
+// weight-sync group's) and reads their common {success, message} answer: success false is
+// ErrRejected with the server's message.
+func postUpdate(ctx context.Context, ep *Endpoint, op, path string, body []byte) error {
 	var res protocol.UpdateWeightsResponse
-	if _, err := r.ep.DoCheck(ctx, op, http.MethodPost, "/update_weights_from_disk", body, func(data []byte) error {
+	if _, err := ep.DoCheck(ctx, op, http.MethodPost, path, body, func(data []byte) error {
 		if err := json.Unmarshal(data, &res); err != nil {
 			return fmt.Errorf("decode response: %w", err)
 		}
@@ -72,9 +79,23 @@ func (r *SGLangReloader) LoadWeights(ctx context.Context, path string, version i
 		return err
 	}
 	if !*res.Success {
-		return &Error{Endpoint: r.ep.name, Op: op, Kind: ErrRejected, Err: fmt.Errorf("server: %s", res.Message)}
+		return &Error{Endpoint: ep.name, Op: op, Kind: ErrRejected, Err: fmt.Errorf("server: %s", res.Message)}
 	}
 	return nil
+}
+
+// modelInfo reads a server's GET /model_info (SGLang's, with tau2-sampler's additive gpu_uuid
+// and weight_sync), which the reload modes ask to choose a path; on error, why says which step
+// failed, for the choice's log line.
+func modelInfo(ctx context.Context, ep *Endpoint) (info protocol.ModelInfo, why string, err error) {
+	data, err := ep.Do(ctx, "model_info", http.MethodGet, "/model_info", nil)
+	if err != nil {
+		return info, "GET /model_info failed", err
+	}
+	if err := json.Unmarshal(data, &info); err != nil {
+		return info, "GET /model_info is not SGLang's model info", err
+	}
+	return info, "", nil
 }
 
 // VLLMReloader reloads a vLLM server from a shared-disk checkpoint with the

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -257,13 +256,9 @@ func (s *SyncReloader) decide(ctx context.Context) error {
 
 // canJoin reports whether the server at ep takes part, or why not.
 func (s *SyncReloader) canJoin(ctx context.Context, ep *Endpoint, ipcDevice string) (string, bool) {
-	data, err := ep.Do(ctx, "model_info", http.MethodGet, "/model_info", nil)
+	info, why, err := modelInfo(ctx, ep)
 	if err != nil {
-		return "GET /model_info failed: " + err.Error(), false
-	}
-	var info protocol.ModelInfo
-	if err := json.Unmarshal(data, &info); err != nil {
-		return "GET /model_info is not SGLang's model info: " + err.Error(), false
+		return why + ": " + err.Error(), false
 	}
 	if s.mode == ReloadAuto && ipcDevice != "" && info.GPUUUID == ipcDevice {
 		return "it runs on the trainer's GPU (CUDA IPC)", false
@@ -298,7 +293,7 @@ func (s *SyncReloader) update(ctx context.Context, members []*syncServer, versio
 	for i, x := range members {
 		wg.Go(func() {
 			body, _ := json.Marshal(req)
-			if errs[i] = post(uctx, x.ep, "update_weights", "/update_weights_from_distributed", body); errs[i] != nil {
+			if errs[i] = postUpdate(uctx, x.ep, "update_weights", "/update_weights_from_distributed", body); errs[i] != nil {
 				cancel() // a server that will not receive fails the broadcast rather than hang it
 			}
 		})
@@ -331,7 +326,7 @@ func (s *SyncReloader) join(ctx context.Context, members []*syncServer) (WeightS
 			req := h.Request()
 			req.RankOffset = 1 + i
 			body, _ := json.Marshal(req)
-			if errs[i] = post(jctx, x.ep, "init_weights_update_group", "/init_weights_update_group", body); errs[i] != nil {
+			if errs[i] = postUpdate(jctx, x.ep, "init_weights_update_group", "/init_weights_update_group", body); errs[i] != nil {
 				cancel() // rank 0 stops waiting for a server that said no
 			}
 		})
@@ -350,24 +345,4 @@ func (s *SyncReloader) join(ctx context.Context, members []*syncServer) (WeightS
 	}
 	s.log.Info("weight sync: group formed", "backend", s.src.Backend(), "world", 1+len(members), "address", h.Request().Addr())
 	return g, h.Request().GroupName, nil
-}
-
-// post sends body to path and reads SGLang's {success, message} answer.
-func post(ctx context.Context, ep *Endpoint, op, path string, body []byte) error {
-	var res protocol.UpdateWeightsResponse
-	if _, err := ep.DoCheck(ctx, op, http.MethodPost, path, body, func(data []byte) error {
-		if err := json.Unmarshal(data, &res); err != nil {
-			return fmt.Errorf("decode response: %w", err)
-		}
-		if res.Success == nil {
-			return fmt.Errorf("response has no success field")
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	if !*res.Success {
-		return &Error{Endpoint: ep.name, Op: op, Kind: ErrRejected, Err: fmt.Errorf("server: %s", res.Message)}
-	}
-	return nil
 }
