@@ -217,23 +217,36 @@ func TestIPCChild(t *testing.T) {
 	<-eng.Done()
 	t.Logf("ipc update: %.2f ms first (open the handle + copy), %.2f ms again (copy only), %.1f MB; in-flight request split at token %d of %d",
 		float64(first.Microseconds())/1000, float64(again.Microseconds())/1000, float64(x.TotalBytes)/1e6, c.Versions[0].End, len(c.OutputIDs))
-	got := decoderParams(t, dec)
-
 	t0 := time.Now()
 	w, err := gpu.LoadWeights(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	read := time.Since(t0)
+	checkAgainstCheckpoint(ctx, t, "ipc", dec, w, greedy("b", 32), b.OutputIDs)
+	t0 = time.Now()
+	if err := dec.LoadWeights(w); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("disk path, sampler side: read checkpoint %.1f ms + convert and upload %.1f ms", float64(read.Microseconds())/1000,
+		float64(time.Since(t0).Microseconds())/1000)
+}
+
+// checkAgainstCheckpoint is the check after a weight update that bypassed the disk (how, in
+// messages: "ipc", "nccl"): dec's bf16 weights are bit for bit those of checkpoint w, and req
+// (greedy) run on a decoder loaded from w gives the tokens dec gave after the update.
+func checkAgainstCheckpoint(ctx context.Context, t *testing.T, how string, dec *Decoder, w *gpu.Weights, req sampler.Request, after []int32) {
+	t.Helper()
+	got := decoderParams(t, dec)
 	want, err := dec.hostWeights(w)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range gpu.ParamSpecs(cfg) {
+	for _, s := range gpu.ParamSpecs(dec.cfg) {
 		o, n := dec.pl.offs[s.Name], s.Size()
 		for i := o; i < o+n; i++ {
 			if got[i] != want[i] {
-				t.Fatalf("%s[%d]: ipc 0x%04x, checkpoint 0x%04x", s.Name, i-o, got[i], want[i])
+				t.Fatalf("%s[%d]: %s 0x%04x, checkpoint 0x%04x", s.Name, i-o, how, got[i], want[i])
 			}
 		}
 	}
@@ -247,18 +260,12 @@ func TestIPCChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() { _ = reng.Run(context.Background()) }()
-	rb, err := reng.Submit(ctx, greedy("b", 32))
+	rb, err := reng.Submit(ctx, req)
 	reng.Close()
 	<-reng.Done()
-	if err != nil || !slices.Equal(rb.OutputIDs, b.OutputIDs) {
-		t.Fatalf("greedy tokens after the IPC update %v, from the checkpoint %v (%v)", b.OutputIDs, rb.OutputIDs, err)
+	if err != nil || !slices.Equal(rb.OutputIDs, after) {
+		t.Fatalf("greedy tokens after the %s update %v, from the checkpoint %v (%v)", how, after, rb.OutputIDs, err)
 	}
-	t0 = time.Now()
-	if err := dec.LoadWeights(w); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("disk path, sampler side: read checkpoint %.1f ms + convert and upload %.1f ms", float64(read.Microseconds())/1000,
-		float64(time.Since(t0).Microseconds())/1000)
 }
 
 // decoderParams downloads the decoder's bf16 weight buffer.

@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -196,33 +195,5 @@ func TestNCCLChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	params := decoderParams(t, dec)
-	want, err := dec.hostWeights(w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range gpu.ParamSpecs(cfg) {
-		o, n := dec.pl.offs[s.Name], s.Size()
-		for i := o; i < o+n; i++ {
-			if params[i] != want[i] {
-				t.Fatalf("%s[%d]: received 0x%04x, checkpoint 0x%04x", s.Name, i-o, params[i], want[i])
-			}
-		}
-	}
-	ref, err := NewDecoder(w, gpu.KVCacheSpec{BlockSize: 16, NumBlocks: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
-	reng, err := sampler.New(ref, sampler.Config{}, nil, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = reng.Run(context.Background()) }()
-	rb, err := reng.Submit(ctx, greedy)
-	reng.Close()
-	<-reng.Done()
-	if err != nil || !slices.Equal(rb.OutputIDs, got.OutputIDs) {
-		t.Fatalf("greedy tokens after the NCCL update %v, from the checkpoint %v (%v)", got.OutputIDs, rb.OutputIDs, err)
-	}
+	checkAgainstCheckpoint(ctx, t, "nccl", dec, w, greedy, got.OutputIDs)
 }
