@@ -204,14 +204,15 @@ type Input struct {
 	Timeline []report.TimelineSample
 }
 
-// Draw writes every figure of in to dir (created) in every format and returns the paths.
-func Draw(dir string, in Input, o Options) ([]string, error) {
+// prepare fills o's defaults (png and svg, 16 × 10 cm), refuses a format it cannot write, and
+// creates dir: what every Draw function does first.
+func prepare(dir string, o *Options) error {
 	if len(o.Formats) == 0 {
 		o.Formats = []string{"png", "svg"}
 	}
 	for _, f := range o.Formats {
 		if f != "png" && f != "svg" {
-			return nil, fmt.Errorf("figures: format %q: want png or svg", f)
+			return fmt.Errorf("figures: format %q: want png or svg", f)
 		}
 	}
 	if o.Width == 0 {
@@ -221,7 +222,15 @@ func Draw(dir string, in Input, o Options) ([]string, error) {
 		o.Height = 10 * vg.Centimeter
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("figures: %w", err)
+		return fmt.Errorf("figures: %w", err)
+	}
+	return nil
+}
+
+// Draw writes every figure of in to dir (created) in every format and returns the paths.
+func Draw(dir string, in Input, o Options) ([]string, error) {
+	if err := prepare(dir, &o); err != nil {
+		return nil, err
 	}
 	var plots []struct {
 		name string
@@ -268,13 +277,22 @@ func Draw(dir string, in Input, o Options) ([]string, error) {
 	}
 	var files []string
 	for _, pl := range plots {
-		for _, f := range o.Formats {
-			path := filepath.Join(dir, pl.name+"."+f)
-			if err := pl.p.Save(o.Width, o.Height, path); err != nil {
-				return files, fmt.Errorf("figures: save %s: %w", path, err)
-			}
-			files = append(files, path)
+		var err error
+		if files, err = save(dir, pl.name, pl.p, o, files); err != nil {
+			return files, err
 		}
+	}
+	return files, nil
+}
+
+// save writes plot p as dir/name.<format> in every format of o, appending the paths to files.
+func save(dir, name string, p *plot.Plot, o Options, files []string) ([]string, error) {
+	for _, f := range o.Formats {
+		path := filepath.Join(dir, name+"."+f)
+		if err := p.Save(o.Width, o.Height, path); err != nil {
+			return files, fmt.Errorf("figures: save %s: %w", path, err)
+		}
+		files = append(files, path)
 	}
 	return files, nil
 }

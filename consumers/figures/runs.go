@@ -221,22 +221,8 @@ func DrawRuns(dir string, runs []Run, k int, o Options) ([]string, error) {
 	if len(runs) == 0 {
 		return nil, errors.New("figures: no run to draw")
 	}
-	if len(o.Formats) == 0 {
-		o.Formats = []string{"png", "svg"}
-	}
-	for _, f := range o.Formats {
-		if f != "png" && f != "svg" {
-			return nil, fmt.Errorf("figures: format %q: want png or svg", f)
-		}
-	}
-	if o.Width == 0 {
-		o.Width = 16 * vg.Centimeter
-	}
-	if o.Height == 0 {
-		o.Height = 10 * vg.Centimeter
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("figures: %w", err)
+	if err := prepare(dir, &o); err != nil {
+		return nil, err
 	}
 	sum := Summarize(runs, k)
 	if o.Baseline == nil && sum.Demo.Runs > 0 {
@@ -259,12 +245,8 @@ func DrawRuns(dir string, runs []Run, k int, o Options) ([]string, error) {
 		if pl.p == nil {
 			continue
 		}
-		for _, f := range o.Formats {
-			path := filepath.Join(dir, pl.name+"."+f)
-			if err := pl.p.Save(o.Width, o.Height, path); err != nil {
-				return files, fmt.Errorf("figures: save %s: %w", path, err)
-			}
-			files = append(files, path)
+		if files, err = save(dir, pl.name, pl.p, o, files); err != nil {
+			return files, err
 		}
 	}
 	js, err := json.MarshalIndent(sum, "", "  ")
