@@ -66,6 +66,9 @@ type experiment struct {
 	samplers    []*proc.Proc
 	layout      layout
 	rep         Report
+	// demoRewards are the demonstrations' rewards, read once from the release (their mean is
+	// report.json's; sft_min_reward counts from them).
+	demoRewards []float64
 }
 
 // report.json's types (schemas/report): one definition for the experiment that writes it and the
@@ -277,10 +280,16 @@ func (e *experiment) demonstrations(ctx context.Context) error {
 		fmt.Sprintf("description=scripted demonstrator, agent_error_rate %g, %d trials per task", e.cfg.AgentErrorRate, e.cfg.DemoTrials)); err != nil {
 		return err
 	}
-	n, mean, err := meanReward(ctx, rel)
+	rs, err := rewards(ctx, rel)
 	if err != nil {
 		return err
 	}
+	e.demoRewards = rs
+	n, sum := len(rs), 0.0
+	for _, r := range rs {
+		sum += r
+	}
+	mean := sum / float64(max(n, 1))
 	e.rep.Demos = DemoStats{Episodes: n, MeanReward: mean, Release: rel}
 	e.printf("   %d demonstrations, success (mean reward) %.3f → %s", n, mean, rel)
 	return nil
@@ -303,33 +312,14 @@ func rewards(ctx context.Context, path string) ([]float64, error) {
 	return rs, nil
 }
 
-// countAtLeast counts the trajectories of a release with reward ≥ min.
-func countAtLeast(ctx context.Context, path string, min float64) (int, error) {
-	rs, err := rewards(ctx, path)
-	n := 0
-	for _, r := range rs {
-		if r >= min {
-			n++
-		}
-	}
-	return n, err
-}
-
-func meanReward(ctx context.Context, path string) (int, float64, error) {
-	rs, err := rewards(ctx, path)
-	var s float64
-	for _, r := range rs {
-		s += r
-	}
-	return len(rs), s / float64(max(len(rs), 1)), err
-}
-
 // sft trains the policy on the demonstrations (those with at least sft_min_reward when set).
 func (e *experiment) sft(ctx context.Context) error {
 	if m := e.cfg.SFTMinReward; m != nil {
-		n, err := countAtLeast(ctx, e.rep.Demos.Release, *m)
-		if err != nil {
-			return err
+		n := 0
+		for _, r := range e.demoRewards {
+			if r >= *m {
+				n++
+			}
 		}
 		if n == 0 {
 			return fmt.Errorf("sft_min_reward=%g leaves none of the %d demonstrations to train on (more demo_trials, a lower agent_error_rate, or sft_min_reward=0 for all of them)",
